@@ -1,0 +1,17 @@
+module github.com/retrykit/retry/bench
+
+go 1.25
+
+require github.com/retrykit/retry v0.0.0
+
+require (
+	github.com/avast/retry-go/v4 v4.7.0 // indirect
+	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
+	github.com/failsafe-go/failsafe-go v0.9.8 // indirect
+	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
+	github.com/hashicorp/go-retryablehttp v0.7.8 // indirect
+	github.com/sethvargo/go-retry v0.5.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+)
+
+replace github.com/retrykit/retry => ..
