@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# test-all.sh: the whole test suite of every module, as CI runs it.
+#   gofmt check, go vet, all tests with -race, each fuzz target briefly,
+#   and the nginx end-to-end test (needs nginx; installed here when missing
+#   and we are root on a Debian-like machine).
+# Environment: FUZZTIME (default 5s) per fuzz target.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fuzztime=${FUZZTIME:-5s}
+mods=(. ./cmd/retry ./bench)
+for d in examples/*/; do [ -f "$d/go.mod" ] && mods+=("./${d%/}"); done
+
+step() { printf '\n=== %s\n' "$*"; }
+
+if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    step "installing nginx (for the rate-limiter end-to-end test)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null
+  else
+    echo "nginx not installed: the nginx end-to-end test will be skipped"
+  fi
+fi
+
+step "gofmt"
+unformatted=$(git ls-files -co --exclude-standard '*.go' | xargs -r gofmt -l)
+if [ -n "$unformatted" ]; then echo "not gofmt'ed:"; echo "$unformatted"; exit 1; fi
+
+step "go vet"
+for m in "${mods[@]}"; do (cd "$m" && go vet ./...); done
+
+step "go test -race (all modules)"
+for m in "${mods[@]}"; do
+  echo "--- $m"
+  (cd "$m" && go test -race -count=1 -timeout 15m ./...)
+done
+
+step "fuzz targets ($fuzztime each)"
+while IFS= read -r f; do
+  dir=$(dirname "$f")
+  for name in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$f" | sed 's/^func //'); do
+    echo "--- $dir $name"
+    (cd "$dir" && go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" .)
+  done
+done < <(git ls-files -co --exclude-standard '*_test.go' | xargs -r grep -l '^func Fuzz' || true)
+
+step "all tests passed"
