@@ -214,6 +214,9 @@ func (p Policy) base(n int) time.Duration {
 // mulCap returns min(d*f, limit), clamped at zero, for d, limit >= 0.
 // Inf and NaN products give limit.
 func mulCap(d time.Duration, f float64, limit time.Duration) time.Duration {
+	if f == 1 {
+		return min(d, limit)
+	}
 	x := float64(d) * f
 	if !(x < float64(limit)) { // also catches NaN and +Inf
 		return limit

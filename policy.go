@@ -168,7 +168,8 @@ func (p *Policy) validate() error {
 	// the durations is non-negative only when each of them is).
 	if p.Initial|p.MaxDelay|p.MaxElapsed|p.AttemptTimeout >= 0 && p.MaxAttempts >= Unlimited &&
 		p.Jitter.kind <= jitterDecorrelated && (p.Multiplier == 0 || p.Multiplier >= 1) &&
-		(p.Initial <= p.MaxDelay || p.MaxDelay == 0 && p.Initial <= DefaultMaxDelay) {
+		(p.Initial == 0 && (p.MaxDelay == 0 || p.MaxDelay >= DefaultInitial) ||
+			p.Initial > 0 && (p.Initial <= p.MaxDelay || p.MaxDelay == 0 && p.Initial <= DefaultMaxDelay)) {
 		return nil
 	}
 	switch {

@@ -1,0 +1,532 @@
+package retry_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/retrykit/retry"
+)
+
+var errTransient = errors.New("transient")
+
+// failing returns an op that fails n times with err, then succeeds, and
+// records the time of each call.
+func failing(n int, err error, calls *[]time.Time) func(context.Context) error {
+	return func(context.Context) error {
+		*calls = append(*calls, time.Now())
+		if len(*calls) <= n {
+			return err
+		}
+		return nil
+	}
+}
+
+func gaps(calls []time.Time) []time.Duration {
+	var d []time.Duration
+	for i := 1; i < len(calls); i++ {
+		d = append(d, calls[i].Sub(calls[i-1]))
+	}
+	return d
+}
+
+func TestExactWaitsWithoutJitter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls []time.Time
+		p := retry.Policy{Initial: time.Second, Multiplier: 2, MaxDelay: 4 * time.Second, Jitter: retry.NoJitter, MaxAttempts: 5}
+		err := retry.Do(t.Context(), p, failing(100, errTransient, &calls))
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Attempts != 5 || re.Reason != retry.ReasonAttempts {
+			t.Fatalf("err = %v, want *Error with 5 attempts, ReasonAttempts", err)
+		}
+		want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second}
+		if got := gaps(calls); !equalDurations(got, want) {
+			t.Fatalf("waits = %v, want %v", got, want)
+		}
+		if re.Elapsed != 11*time.Second {
+			t.Errorf("Elapsed = %v, want 11s", re.Elapsed)
+		}
+		if !errors.Is(err, errTransient) {
+			t.Errorf("errors.Is(err, last error) = false")
+		}
+	})
+}
+
+func equalDurations(a, b []time.Duration) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestDefaultPolicyWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls []time.Time
+		p := retry.Policy{MaxAttempts: 9}
+		err := retry.Do(t.Context(), p, failing(100, errTransient, &calls))
+		if err == nil {
+			t.Fatal("want error")
+		}
+		if len(calls) != 9 {
+			t.Fatalf("calls = %d, want 9", len(calls))
+		}
+		for n, d := range gaps(calls) {
+			lo := time.Second << n
+			hi := lo + time.Second
+			if lo >= 32*time.Second {
+				lo, hi = 32*time.Second, 32*time.Second
+			} else if hi > 32*time.Second {
+				hi = 32 * time.Second
+			}
+			if d < lo || d > hi {
+				t.Errorf("wait before retry %d = %v, want in [%v, %v]", n, d, lo, hi)
+			}
+		}
+	})
+}
+
+func TestDefaultMaxAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls []time.Time
+		err := retry.Do(t.Context(), retry.Policy{}, failing(100, errTransient, &calls))
+		if len(calls) != retry.DefaultMaxAttempts {
+			t.Fatalf("calls = %d, want %d (err %v)", len(calls), retry.DefaultMaxAttempts, err)
+		}
+	})
+}
+
+func TestMaxAttemptsOne(t *testing.T) {
+	var calls []time.Time
+	err := retry.Do(context.Background(), retry.Policy{MaxAttempts: 1}, failing(100, errTransient, &calls))
+	if len(calls) != 1 || !errors.Is(err, errTransient) {
+		t.Fatalf("calls = %d, err = %v", len(calls), err)
+	}
+}
+
+func TestSucceedsAfterFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls []time.Time
+		if err := retry.Do(t.Context(), retry.Policy{}, failing(3, errTransient, &calls)); err != nil {
+			t.Fatal(err)
+		}
+		if len(calls) != 4 {
+			t.Fatalf("calls = %d, want 4", len(calls))
+		}
+	})
+}
+
+func TestUnlimitedWithTimeBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls []time.Time
+		p := retry.Policy{MaxAttempts: retry.Unlimited, Initial: time.Second, MaxDelay: time.Second, Jitter: retry.NoJitter, MaxElapsed: 100 * time.Second}
+		start := time.Now()
+		err := retry.Do(t.Context(), p, failing(1000, errTransient, &calls))
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Reason != retry.ReasonTimeBudget {
+			t.Fatalf("err = %v, want ReasonTimeBudget", err)
+		}
+		if len(calls) != 101 {
+			t.Errorf("calls = %d, want 101", len(calls))
+		}
+		if el := time.Since(start); el > 100*time.Second {
+			t.Errorf("ran %v, past the 100s budget", el)
+		}
+	})
+}
+
+func TestTimeBudgetGivesUpWithoutSleeping(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls []time.Time
+		p := retry.Policy{Jitter: retry.NoJitter, MaxElapsed: 5 * time.Second}
+		start := time.Now()
+		err := retry.Do(t.Context(), p, failing(1000, errTransient, &calls))
+		// Waits 1, 2 fit (3 s); the next, 4 s, would end at 7 s > 5 s: give up at 3 s.
+		if el := time.Since(start); el != 3*time.Second {
+			t.Errorf("gave up after %v, want 3s (no sleeping into a certain failure)", el)
+		}
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Reason != retry.ReasonTimeBudget || re.Attempts != 3 {
+			t.Fatalf("err = %#v", err)
+		}
+	})
+}
+
+func TestContextDeadlineGivesUpAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		var calls []time.Time
+		start := time.Now()
+		err := retry.Do(ctx, retry.Policy{Jitter: retry.NoJitter}, failing(1000, errTransient, &calls))
+		// 1+2+4 = 7 s; the next 8 s wait would pass the deadline.
+		if el := time.Since(start); el != 7*time.Second {
+			t.Errorf("gave up after %v, want 7s", el)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, errTransient) {
+			t.Fatalf("err = %v, want DeadlineExceeded and the last error", err)
+		}
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Reason != retry.ReasonDeadline {
+			t.Fatalf("reason = %v", re.Reason)
+		}
+	})
+}
+
+func TestCancelDuringWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		var calls []time.Time
+		p := retry.Policy{Initial: 32 * time.Second, Jitter: retry.NoJitter}
+		done := make(chan error)
+		start := time.Now()
+		go func() { done <- retry.Do(ctx, p, failing(1000, errTransient, &calls)) }()
+		time.Sleep(time.Second)
+		cancel()
+		err := <-done
+		if el := time.Since(start); el != time.Second {
+			t.Errorf("Do returned after %v, want 1s (at the cancel)", el)
+		}
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, errTransient) {
+			t.Fatalf("err = %v, want Canceled and the last error", err)
+		}
+		if len(calls) != 1 {
+			t.Errorf("calls = %d, want 1", len(calls))
+		}
+	})
+}
+
+func TestCancelledBeforeStart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	called := false
+	err := retry.Do(ctx, retry.Policy{}, func(context.Context) error { called = true; return nil })
+	if called || !errors.Is(err, context.Canceled) {
+		t.Fatalf("called = %v, err = %v", called, err)
+	}
+}
+
+func TestAttemptTimeoutIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := 0
+		p := retry.Policy{AttemptTimeout: time.Second, Initial: time.Second, Jitter: retry.NoJitter}
+		err := retry.Do(t.Context(), p, func(ctx context.Context) error {
+			n++
+			if n < 3 {
+				<-ctx.Done() // overrun the attempt timeout
+				return ctx.Err()
+			}
+			return nil
+		})
+		if err != nil || n != 3 {
+			t.Fatalf("err = %v, n = %d, want success at attempt 3", err, n)
+		}
+	})
+}
+
+func TestContextErrorFromOpNotRetried(t *testing.T) {
+	n := 0
+	err := retry.Do(context.Background(), retry.Policy{}, func(context.Context) error {
+		n++
+		return context.Canceled
+	})
+	var re *retry.Error
+	if n != 1 || !errors.As(err, &re) || re.Reason != retry.ReasonPermanent {
+		t.Fatalf("n = %d, err = %v", n, err)
+	}
+}
+
+func TestPermanent(t *testing.T) {
+	base := errors.New("bad request")
+	n := 0
+	err := retry.Do(context.Background(), retry.Policy{}, func(context.Context) error {
+		n++
+		return retry.Permanent(base)
+	})
+	var re *retry.Error
+	if n != 1 || !errors.Is(err, base) || !errors.As(err, &re) || re.Reason != retry.ReasonPermanent {
+		t.Fatalf("n = %d, err = %v", n, err)
+	}
+	if retry.Permanent(nil) != nil {
+		t.Error("Permanent(nil) != nil")
+	}
+	// Permanent wins over Retryable.
+	p := retry.Policy{Retryable: func(error) bool { return true }}
+	n = 0
+	retry.Do(context.Background(), p, func(context.Context) error { n++; return retry.Permanent(base) })
+	if n != 1 {
+		t.Errorf("Retryable overrode Permanent: %d calls", n)
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fatal := errors.New("fatal")
+		n := 0
+		p := retry.Policy{Retryable: func(err error) bool { return !errors.Is(err, fatal) }}
+		err := retry.Do(t.Context(), p, func(context.Context) error {
+			n++
+			if n == 3 {
+				return fatal
+			}
+			return errTransient
+		})
+		if n != 3 || !errors.Is(err, fatal) {
+			t.Fatalf("n = %d, err = %v", n, err)
+		}
+	})
+}
+
+func TestAfterServerWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls []time.Time
+		p := retry.Policy{Jitter: retry.NoJitter}
+		err := retry.Do(t.Context(), p, func(context.Context) error {
+			calls = append(calls, time.Now())
+			switch len(calls) {
+			case 1:
+				return retry.After(errTransient, 10*time.Second) // longer than 1 s: used
+			case 2:
+				return retry.After(errTransient, time.Millisecond) // shorter than 2 s: ignored
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := gaps(calls), []time.Duration{10 * time.Second, 2 * time.Second}; !equalDurations(got, want) {
+			t.Fatalf("waits = %v, want %v", got, want)
+		}
+		if d, ok := retry.RetryAfter(retry.After(errTransient, time.Minute)); !ok || d != time.Minute {
+			t.Errorf("RetryAfter = %v, %v", d, ok)
+		}
+		if retry.After(nil, time.Second) != nil {
+			t.Error("After(nil) != nil")
+		}
+	})
+}
+
+func TestAfterThatDoesNotFitGivesUpAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		start := time.Now()
+		n := 0
+		err := retry.Do(ctx, retry.Policy{}, func(context.Context) error {
+			n++
+			return retry.After(errTransient, time.Hour)
+		})
+		if time.Since(start) != 0 || n != 1 {
+			t.Fatalf("slept %v, %d calls: want immediate give-up", time.Since(start), n)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v", err)
+		}
+		n = 0
+		err = retry.Do(t.Context(), retry.Policy{MaxElapsed: time.Minute}, func(context.Context) error {
+			n++
+			return retry.After(errTransient, time.Hour)
+		})
+		var re *retry.Error
+		if n != 1 || !errors.As(err, &re) || re.Reason != retry.ReasonTimeBudget {
+			t.Fatalf("n = %d, err = %v", n, err)
+		}
+	})
+}
+
+func TestNestedLoopsDoNotMultiply(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, tc := range []struct {
+			retryExhausted bool
+			want           int
+		}{{false, 4}, {true, 16}} {
+			calls := 0
+			inner := retry.Policy{MaxAttempts: 4, Initial: retry.Immediate}
+			outer := retry.Policy{MaxAttempts: 4, Initial: retry.Immediate, RetryExhausted: tc.retryExhausted}
+			err := retry.Do(t.Context(), outer, func(ctx context.Context) error {
+				return retry.Do(ctx, inner, func(context.Context) error { calls++; return errTransient })
+			})
+			if calls != tc.want {
+				t.Errorf("RetryExhausted=%v: %d calls, want %d", tc.retryExhausted, calls, tc.want)
+			}
+			var re *retry.Error
+			if !errors.As(err, &re) || !retry.IsExhausted(err) {
+				t.Errorf("err = %v", err)
+			}
+			if !tc.retryExhausted && re.Reason != retry.ReasonExhausted {
+				t.Errorf("reason = %v, want ReasonExhausted", re.Reason)
+			}
+		}
+	})
+}
+
+func TestOnRetryEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var events []retry.Event
+		var calls []time.Time
+		p := retry.Policy{Jitter: retry.NoJitter, MaxAttempts: 4, OnRetry: func(e retry.Event) { events = append(events, e) }}
+		retry.Do(t.Context(), p, failing(100, errTransient, &calls))
+		if len(events) != 3 {
+			t.Fatalf("%d events, want 3", len(events))
+		}
+		for i, e := range events {
+			if e.Attempt != i+1 || e.Delay != time.Second<<i || e.MaxAttempts != 4 || !errors.Is(e.Err, errTransient) {
+				t.Errorf("event %d = %+v", i, e)
+			}
+		}
+	})
+}
+
+func TestLogger(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		var calls []time.Time
+		p := retry.Policy{Jitter: retry.NoJitter, MaxAttempts: 3, Logger: log}
+		retry.Do(t.Context(), p, failing(100, errTransient, &calls))
+		out := buf.String()
+		if got := strings.Count(out, "level=DEBUG"); got != 2 {
+			t.Errorf("%d debug lines, want 2:\n%s", got, out)
+		}
+		for _, want := range []string{"level=ERROR", "attempts=3", "elapsed=3s", `reason="attempts used up"`, "error=transient", "delay=2s"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("log lacks %q:\n%s", want, out)
+			}
+		}
+	})
+}
+
+func TestValidate(t *testing.T) {
+	called := false
+	op := func(context.Context) error { called = true; return nil }
+	for _, tc := range []struct {
+		name string
+		p    retry.Policy
+		want string
+	}{
+		{"negative initial", retry.Policy{Initial: -2}, "Initial"},
+		{"negative max delay", retry.Policy{MaxDelay: -1}, "MaxDelay"},
+		{"negative elapsed", retry.Policy{MaxElapsed: -1}, "MaxElapsed"},
+		{"negative attempt timeout", retry.Policy{AttemptTimeout: -1}, "AttemptTimeout"},
+		{"negative attempts", retry.Policy{MaxAttempts: -2}, "MaxAttempts"},
+		{"multiplier below 1", retry.Policy{Multiplier: 0.5}, "Multiplier"},
+		{"NaN multiplier", retry.Policy{Multiplier: nan()}, "Multiplier"},
+		{"max below initial", retry.Policy{Initial: time.Minute, MaxDelay: time.Second}, "MaxDelay"},
+		{"max default below initial", retry.Policy{Initial: time.Hour}, "MaxDelay"},
+		{"negative additive", retry.Policy{Jitter: retry.AdditiveJitter(-1)}, "AdditiveJitter"},
+		{"fraction above 1", retry.Policy{Jitter: retry.ProportionalJitter(1.5)}, "ProportionalJitter"},
+		{"negative fraction", retry.Policy{Jitter: retry.ProportionalJitter(-0.1)}, "ProportionalJitter"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.p.Validate()
+			if err == nil || !errors.Is(err, retry.ErrInvalidPolicy) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate() = %v, want error naming %s", err, tc.want)
+			}
+			if derr := retry.Do(context.Background(), tc.p, op); derr == nil || derr.Error() != err.Error() || called {
+				t.Fatalf("Do = %v, called = %v", derr, called)
+			}
+		})
+	}
+	for _, p := range []retry.Policy{{}, retry.Default(), retry.AWSStandard(), retry.GRPCConnect(), {Initial: retry.Immediate},
+		{MaxAttempts: retry.Unlimited}, {Multiplier: 1}, {Jitter: retry.AdditiveJitter(0)}, {Jitter: retry.ProportionalJitter(1)}} {
+		if err := p.Validate(); err != nil {
+			t.Errorf("Validate(%+v) = %v, want nil", p, err)
+		}
+	}
+}
+
+func TestErrorText(t *testing.T) {
+	e := &retry.Error{Attempts: 3, Elapsed: 7200 * time.Millisecond, Reason: retry.ReasonAttempts, Err: errTransient}
+	if got, want := e.Error(), "retry: gave up after 3 attempts in 7.2s (attempts used up): transient"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	e = &retry.Error{Attempts: 1, Reason: retry.ReasonBudget, Err: errTransient}
+	if !errors.Is(e, retry.ErrBudgetExhausted) || !strings.Contains(e.Error(), "1 attempt in") {
+		t.Errorf("budget error: %v", e)
+	}
+}
+
+func TestDoValue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := 0
+		v, err := retry.DoValue(t.Context(), retry.Policy{}, func(context.Context) (string, error) {
+			if n++; n < 3 {
+				return "", errTransient
+			}
+			return "ok", nil
+		})
+		if v != "ok" || err != nil || n != 3 {
+			t.Fatalf("v = %q, err = %v, n = %d", v, err, n)
+		}
+		v, err = retry.DoValue(t.Context(), retry.Policy{MaxAttempts: 2}, func(context.Context) (string, error) {
+			return "last", errTransient
+		})
+		if v != "last" || !errors.Is(err, errTransient) {
+			t.Fatalf("v = %q, err = %v", v, err)
+		}
+	})
+}
+
+func TestImmediate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls []time.Time
+		start := time.Now()
+		retry.Do(t.Context(), retry.Policy{Initial: retry.Immediate, MaxAttempts: 5}, failing(100, errTransient, &calls))
+		if len(calls) != 5 || time.Since(start) != 0 {
+			t.Fatalf("%d calls in %v", len(calls), time.Since(start))
+		}
+	})
+}
+
+func TestSuccessPathAllocatesNothing(t *testing.T) {
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(1000, func() {
+		retry.Do(ctx, retry.Policy{}, func(context.Context) error { return nil })
+	}); n != 0 {
+		t.Errorf("Do: %v allocs, want 0", n)
+	}
+	if n := testing.AllocsPerRun(1000, func() {
+		retry.DoValue(ctx, retry.Policy{}, func(context.Context) (int, error) { return 1, nil })
+	}); n != 0 {
+		t.Errorf("DoValue: %v allocs, want 0", n)
+	}
+}
+
+func TestRetryPathAllocatesOnlyTheTimer(t *testing.T) {
+	ctx := context.Background()
+	p := retry.Policy{Initial: retry.Immediate}
+	if n := testing.AllocsPerRun(200, func() {
+		k := 0
+		retry.Do(ctx, p, func(context.Context) error {
+			if k++; k <= 3 {
+				return errTransient
+			}
+			return nil
+		})
+	}); n != 0 {
+		t.Errorf("retry path with zero waits: %v allocs, want 0", n)
+	}
+	p = retry.Policy{Initial: time.Nanosecond, MaxDelay: time.Nanosecond, Jitter: retry.NoJitter}
+	if n := testing.AllocsPerRun(200, func() {
+		k := 0
+		retry.Do(ctx, p, func(context.Context) error {
+			if k++; k <= 3 {
+				return errTransient
+			}
+			return nil
+		})
+	}); n > 3 {
+		t.Errorf("retry path with waits: %v allocs, want at most one timer (3 allocs)", n)
+	}
+}
+
+func nan() float64 { var z float64; return z / z }

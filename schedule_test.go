@@ -1,0 +1,272 @@
+package retry_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrykit/retry"
+)
+
+var allJitters = []retry.Jitter{
+	{}, retry.NoJitter, retry.FullJitter, retry.EqualJitter, retry.DecorrelatedJitter,
+	retry.AdditiveJitter(0), retry.AdditiveJitter(time.Second), retry.AdditiveJitter(math.MaxInt64),
+	retry.ProportionalJitter(0), retry.ProportionalJitter(0.2), retry.ProportionalJitter(1),
+}
+
+// attemptsToCheck covers every retry number up to 2000, a spread up to 10^6,
+// and the extremes.
+func attemptsToCheck() []int {
+	var ns []int
+	for n := 0; n <= 2000; n++ {
+		ns = append(ns, n)
+	}
+	for n := 2001; n <= 1_000_000; n = n*3/2 + 7 {
+		ns = append(ns, n)
+	}
+	return append(ns, 1_000_000, math.MaxInt32, math.MaxInt)
+}
+
+func randomPolicy(r *rand.Rand, j retry.Jitter) retry.Policy {
+	durs := []time.Duration{1, time.Millisecond, time.Second, time.Hour, math.MaxInt64 / 3, math.MaxInt64}
+	a := durs[r.IntN(len(durs))] + time.Duration(r.Int64N(1000))
+	b := durs[r.IntN(len(durs))]
+	if a < 0 {
+		a = math.MaxInt64
+	}
+	if b < a {
+		a, b = b, a
+	}
+	mults := []float64{1, 1.0001, 1.5, 1.6, 2, 3, 10, 1e10, math.Inf(1)}
+	return retry.Policy{Initial: a, MaxDelay: b, Multiplier: mults[r.IntN(len(mults))], Jitter: j}
+}
+
+func TestEveryJitterStaysInBounds(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	ns := attemptsToCheck()
+	for _, j := range allJitters {
+		for trial := 0; trial < 20; trial++ {
+			p := randomPolicy(r, j)
+			if trial == 0 {
+				p = retry.Policy{Jitter: j}
+			}
+			if err := p.Validate(); err != nil {
+				t.Fatalf("%v: %v", p, err)
+			}
+			maxDelay := p.MaxDelay
+			if maxDelay == 0 {
+				maxDelay = retry.DefaultMaxDelay
+			}
+			var prev time.Duration
+			for _, n := range ns {
+				d := p.Delay(n, prev, r)
+				lo, hi := p.Bounds(n)
+				if d < 0 || d > maxDelay || d < lo || d > hi || lo < 0 || hi > maxDelay {
+					t.Fatalf("jitter %v, policy %+v, retry %d: wait %v, bounds [%v, %v], cap %v", j, p, n, d, lo, hi, maxDelay)
+				}
+				prev = d
+			}
+		}
+	}
+}
+
+func TestNoJitterGrowsMonotonicallyToTheCap(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for trial := 0; trial < 200; trial++ {
+		p := randomPolicy(r, retry.NoJitter)
+		var last time.Duration
+		for _, n := range attemptsToCheck() {
+			d := p.Delay(n, 0, nil)
+			if d < last {
+				t.Fatalf("%+v: wait %v at retry %d after %v: not monotone", p, d, n, last)
+			}
+			last = d
+		}
+		if p.Multiplier > 1.0001 && last != p.MaxDelay {
+			t.Fatalf("%+v: last wait %v never reached the cap", p, last)
+		}
+	}
+	// The cap is reached and held: 1, 2, 4, 8, 16, 32, 32, ...
+	p := retry.Policy{Jitter: retry.NoJitter}
+	for n, want := range []time.Duration{1, 2, 4, 8, 16, 32, 32, 32} {
+		if d := p.Delay(n, 0, nil); d != want*time.Second {
+			t.Errorf("retry %d: %v, want %v", n, d, want*time.Second)
+		}
+	}
+	if d := p.Delay(1_000_000, 0, nil); d != 32*time.Second {
+		t.Errorf("retry 1e6: %v", d)
+	}
+}
+
+func TestJitterDistributions(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const samples = 20000
+	check := func(name string, p retry.Policy, n int, wantLo, wantHi time.Duration) {
+		t.Helper()
+		var sum float64
+		seenLo, seenHi := time.Duration(math.MaxInt64), time.Duration(0)
+		for i := 0; i < samples; i++ {
+			d := p.Delay(n, 0, r)
+			sum += float64(d)
+			seenLo, seenHi = min(seenLo, d), max(seenHi, d)
+		}
+		mean := time.Duration(sum / samples)
+		mid := (wantLo + wantHi) / 2
+		span := wantHi - wantLo
+		if seenLo < wantLo || seenHi > wantHi || seenLo > wantLo+span/50 || seenHi < wantHi-span/50 {
+			t.Errorf("%s: samples in [%v, %v], want to cover [%v, %v]", name, seenLo, seenHi, wantLo, wantHi)
+		}
+		if diff := mean - mid; diff > span/50 || diff < -span/50 {
+			t.Errorf("%s: mean %v, want about %v (uniform)", name, mean, mid)
+		}
+	}
+	check("default additive", retry.Policy{}, 2, 4*time.Second, 5*time.Second)
+	check("full", retry.Policy{Jitter: retry.FullJitter}, 3, 0, 8*time.Second)
+	check("equal", retry.Policy{Jitter: retry.EqualJitter}, 3, 4*time.Second, 8*time.Second)
+	check("proportional", retry.Policy{Jitter: retry.ProportionalJitter(0.2)}, 0, 800*time.Millisecond, 1200*time.Millisecond)
+	// At the cap the seed formula's additive jitter vanishes: min(32s + r, 32s).
+	if d := (retry.Policy{}).Delay(10, 0, r); d != 32*time.Second {
+		t.Errorf("additive at the cap: %v", d)
+	}
+	// Decorrelated: U(Initial, 3*prev), capped.
+	p := retry.Policy{Jitter: retry.DecorrelatedJitter, Initial: 100 * time.Millisecond, MaxDelay: 10 * time.Second}
+	for i := 0; i < 1000; i++ {
+		if d := p.Delay(5, time.Second, r); d < 100*time.Millisecond || d > 3*time.Second {
+			t.Fatalf("decorrelated after 1s: %v", d)
+		}
+	}
+}
+
+func TestDelaysIterator(t *testing.T) {
+	p := retry.Policy{Initial: time.Second, Multiplier: 2, MaxDelay: 4 * time.Second, Jitter: retry.NoJitter, MaxAttempts: 5}
+	var got []string
+	for n, d := range p.Delays() {
+		got = append(got, fmt.Sprint(n, ":", d))
+	}
+	if s := strings.Join(got, " "); s != "1:1s 2:2s 3:4s 4:4s" {
+		t.Errorf("Delays = %s", s)
+	}
+	// MaxElapsed ends the sequence when the waits alone would pass it.
+	p.MaxAttempts, p.MaxElapsed = retry.Unlimited, 10*time.Second
+	count := 0
+	for range p.Delays() {
+		count++
+	}
+	if count != 3 {
+		t.Errorf("Delays with MaxElapsed 10s yielded %d waits, want 3 (1+2+4)", count)
+	}
+	// Unlimited without a budget is endless: break works.
+	p.MaxElapsed = 0
+	count = 0
+	for range p.Delays() {
+		if count++; count == 1000 {
+			break
+		}
+	}
+	if count != 1000 {
+		t.Errorf("unlimited Delays stopped after %d", count)
+	}
+	// Default policy: MaxAttempts-1 waits.
+	count = 0
+	for range (retry.Policy{}).Delays() {
+		count++
+	}
+	if count != retry.DefaultMaxAttempts-1 {
+		t.Errorf("default Delays yielded %d", count)
+	}
+	// Invalid policy yields nothing.
+	for range (retry.Policy{Multiplier: 0.1}).Delays() {
+		t.Fatal("invalid policy yielded a wait")
+	}
+}
+
+// TestJitterSeededFromOS runs two fresh processes and checks that they draw
+// different jitter: a clock-seeded source would repeat within a second.
+func TestJitterSeededFromOS(t *testing.T) {
+	if os.Getenv("RETRYKIT_PRINT_JITTER") == "1" {
+		var b strings.Builder
+		for n, d := range (retry.Policy{Jitter: retry.FullJitter, MaxAttempts: 20}).Delays() {
+			fmt.Fprint(&b, n, ":", d.Nanoseconds(), " ")
+		}
+		fmt.Println("JITTER", b.String())
+		return
+	}
+	run := func() string {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestJitterSeededFromOS$")
+		cmd.Env = append(os.Environ(), "RETRYKIT_PRINT_JITTER=1")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(line, "JITTER ") {
+				return line
+			}
+		}
+		t.Fatalf("child printed no jitter:\n%s", out)
+		return ""
+	}
+	a, b := run(), run()
+	if a == b {
+		t.Fatalf("two processes drew the same jitter: %s", a)
+	}
+}
+
+func FuzzPolicy(f *testing.F) {
+	f.Add(int64(0), int64(0), 0.0, int64(0), uint8(0), int64(0), 0.0, 0, int64(0))
+	f.Add(int64(time.Second), int64(4*time.Second), 2.0, int64(0), uint8(1), int64(0), 0.0, 5, int64(0))
+	f.Add(int64(math.MaxInt64), int64(math.MaxInt64), 1e308, int64(math.MaxInt64), uint8(5), int64(math.MaxInt64), 1.0, 1_000_000, int64(time.Hour))
+	f.Add(int64(-1), int64(1), 1.6, int64(0), uint8(6), int64(0), 0.2, 63, int64(-5))
+	f.Fuzz(func(t *testing.T, initial, maxDelay int64, mult float64, elapsed int64, kind uint8, amount int64, frac float64, n int, prev int64) {
+		var j retry.Jitter
+		switch kind % 7 {
+		case 1:
+			j = retry.NoJitter
+		case 2:
+			j = retry.FullJitter
+		case 3:
+			j = retry.EqualJitter
+		case 4:
+			j = retry.DecorrelatedJitter
+		case 5:
+			j = retry.AdditiveJitter(time.Duration(amount))
+		case 6:
+			j = retry.ProportionalJitter(frac)
+		}
+		p := retry.Policy{Initial: time.Duration(initial), MaxDelay: time.Duration(maxDelay), Multiplier: mult,
+			Jitter: j, MaxElapsed: time.Duration(elapsed), MaxAttempts: 50}
+		if p.Validate() != nil {
+			for range p.Delays() {
+				t.Fatal("invalid policy yielded waits")
+			}
+			return
+		}
+		capd := p.MaxDelay
+		if capd == 0 {
+			capd = retry.DefaultMaxDelay
+		}
+		if n < 0 {
+			n = -(n + 1) // never negative, even for math.MinInt
+		}
+		d := p.Delay(n, time.Duration(prev), nil)
+		lo, hi := p.Bounds(n)
+		if d < 0 || d > capd || lo > hi || hi > capd || lo < 0 {
+			t.Fatalf("%+v retry %d: wait %v bounds [%v,%v] cap %v", p, n, d, lo, hi, capd)
+		}
+		var total time.Duration
+		for _, d := range p.Delays() {
+			if d < 0 || d > capd {
+				t.Fatalf("%+v: Delays yielded %v", p, d)
+			}
+			total += d
+		}
+		if p.MaxElapsed > 0 && total > p.MaxElapsed {
+			t.Fatalf("Delays summed to %v past MaxElapsed %v", total, p.MaxElapsed)
+		}
+	})
+}
