@@ -25,7 +25,8 @@ type Event struct {
 //
 // Each attempt receives ctx, or a child of it bounded by p.AttemptTimeout.
 // Cancelling ctx ends a wait at once. No wait starts that would end after
-// ctx's deadline or p.MaxElapsed: Do gives up at once instead.
+// ctx's deadline (or exactly at it) or after p.MaxElapsed: Do gives up at
+// once instead.
 //
 // When op succeeds at the first attempt, Do allocates nothing and reads no
 // clock.
@@ -49,8 +50,10 @@ func DoValue[T any](ctx context.Context, p Policy, op func(context.Context) (T, 
 // run is the loop behind Do and DoValue. The first attempt is kept short so
 // that the success path reads no clock and allocates nothing.
 func run(ctx context.Context, p *Policy, op func(context.Context) error) error {
-	if err := p.validate(); err != nil {
-		return err
+	if !p.fastValid() {
+		if err := p.validateSlow(); err != nil {
+			return err
+		}
 	}
 	var start time.Time
 	if p.MaxElapsed > 0 {
@@ -59,7 +62,15 @@ func run(ctx context.Context, p *Policy, op func(context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		return p.giveUp(ctx, &Error{Reason: ReasonContext, Cause: err}, start)
 	}
-	err, timedOut := p.attempt(ctx, op, false)
+	var (
+		err      error
+		timedOut bool
+	)
+	if p.Throttle == nil && p.Budget == nil && p.AttemptTimeout <= 0 {
+		err = op(ctx) // the plain first attempt, without a call to attempt
+	} else {
+		err, timedOut = p.attempt(ctx, op, false)
+	}
 	if err == nil {
 		return nil
 	}
@@ -125,7 +136,9 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 		if p.MaxElapsed > 0 && d > p.MaxElapsed-elapsed {
 			return fail(ReasonTimeBudget, nil)
 		}
-		if dl, ok := ctx.Deadline(); ok && d > dl.Sub(now) {
+		// A wait that ends at the deadline would leave the attempt no time
+		// at all: give up as for one that ends past it.
+		if dl, ok := ctx.Deadline(); ok && d > 0 && d >= dl.Sub(now) {
 			return fail(ReasonDeadline, context.DeadlineExceeded)
 		}
 		if p.Budget != nil && !p.Budget.allowRetry() {

@@ -164,14 +164,25 @@ func (p Policy) Validate() error {
 }
 
 func (p *Policy) validate() error {
-	// Fast path: a few comparisons for the common, valid shapes (the OR of
-	// the durations is non-negative only when each of them is).
-	if p.Initial|p.MaxDelay|p.MaxElapsed|p.AttemptTimeout >= 0 && p.MaxAttempts >= Unlimited &&
-		p.Jitter.kind <= jitterDecorrelated && (p.Multiplier == 0 || p.Multiplier >= 1) &&
-		(p.Initial == 0 && (p.MaxDelay == 0 || p.MaxDelay >= DefaultInitial) ||
-			p.Initial > 0 && (p.Initial <= p.MaxDelay || p.MaxDelay == 0 && p.Initial <= DefaultMaxDelay)) {
+	if p.fastValid() {
 		return nil
 	}
+	return p.validateSlow()
+}
+
+// fastValid reports, in a few comparisons that the compiler inlines into
+// Do, that p has one of the common valid shapes (the OR of the durations is
+// non-negative only when each of them is). False means "check fully", not
+// "invalid".
+func (p *Policy) fastValid() bool {
+	return p.Initial|p.MaxDelay|p.MaxElapsed|p.AttemptTimeout >= 0 && p.MaxAttempts >= Unlimited &&
+		p.Jitter.kind <= jitterDecorrelated && (p.Multiplier == 0 || p.Multiplier >= 1) &&
+		(p.Initial == 0 && (p.MaxDelay == 0 || p.MaxDelay >= DefaultInitial) ||
+			p.Initial > 0 && (p.Initial <= p.MaxDelay || p.MaxDelay == 0 && p.Initial <= DefaultMaxDelay))
+}
+
+// validateSlow checks every field of p, one by one.
+func (p *Policy) validateSlow() error {
 	switch {
 	case p.Initial < 0 && p.Initial != Immediate:
 		return fmt.Errorf("%w: Initial %v is negative", ErrInvalidPolicy, p.Initial)

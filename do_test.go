@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -405,56 +406,6 @@ func TestLogger(t *testing.T) {
 	})
 }
 
-func TestValidate(t *testing.T) {
-	called := false
-	op := func(context.Context) error { called = true; return nil }
-	for _, tc := range []struct {
-		name string
-		p    retry.Policy
-		want string
-	}{
-		{"negative initial", retry.Policy{Initial: -2}, "Initial"},
-		{"negative max delay", retry.Policy{MaxDelay: -1}, "MaxDelay"},
-		{"negative elapsed", retry.Policy{MaxElapsed: -1}, "MaxElapsed"},
-		{"negative attempt timeout", retry.Policy{AttemptTimeout: -1}, "AttemptTimeout"},
-		{"negative attempts", retry.Policy{MaxAttempts: -2}, "MaxAttempts"},
-		{"multiplier below 1", retry.Policy{Multiplier: 0.5}, "Multiplier"},
-		{"NaN multiplier", retry.Policy{Multiplier: nan()}, "Multiplier"},
-		{"max below initial", retry.Policy{Initial: time.Minute, MaxDelay: time.Second}, "MaxDelay"},
-		{"max default below initial", retry.Policy{Initial: time.Hour}, "MaxDelay"},
-		{"negative additive", retry.Policy{Jitter: retry.AdditiveJitter(-1)}, "AdditiveJitter"},
-		{"fraction above 1", retry.Policy{Jitter: retry.ProportionalJitter(1.5)}, "ProportionalJitter"},
-		{"negative fraction", retry.Policy{Jitter: retry.ProportionalJitter(-0.1)}, "ProportionalJitter"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.p.Validate()
-			if err == nil || !errors.Is(err, retry.ErrInvalidPolicy) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Validate() = %v, want error naming %s", err, tc.want)
-			}
-			if derr := retry.Do(context.Background(), tc.p, op); derr == nil || derr.Error() != err.Error() || called {
-				t.Fatalf("Do = %v, called = %v", derr, called)
-			}
-		})
-	}
-	for _, p := range []retry.Policy{{}, retry.Default(), retry.AWSStandard(), retry.GRPCConnect(), {Initial: retry.Immediate},
-		{MaxAttempts: retry.Unlimited}, {Multiplier: 1}, {Jitter: retry.AdditiveJitter(0)}, {Jitter: retry.ProportionalJitter(1)}} {
-		if err := p.Validate(); err != nil {
-			t.Errorf("Validate(%+v) = %v, want nil", p, err)
-		}
-	}
-}
-
-func TestErrorText(t *testing.T) {
-	e := &retry.Error{Attempts: 3, Elapsed: 7200 * time.Millisecond, Reason: retry.ReasonAttempts, Err: errTransient}
-	if got, want := e.Error(), "retry: gave up after 3 attempts in 7.2s (attempts used up): transient"; got != want {
-		t.Errorf("Error() = %q, want %q", got, want)
-	}
-	e = &retry.Error{Attempts: 1, Reason: retry.ReasonBudget, Err: errTransient}
-	if !errors.Is(e, retry.ErrBudgetExhausted) || !strings.Contains(e.Error(), "1 attempt in") {
-		t.Errorf("budget error: %v", e)
-	}
-}
-
 func TestDoValue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := 0
@@ -529,4 +480,233 @@ func TestRetryPathAllocatesOnlyTheTimer(t *testing.T) {
 	}
 }
 
-func nan() float64 { var z float64; return z / z }
+// The default policy's waits: 2^n s plus at most 1 s, capped at 32 s, and
+// held at the cap for as long as attempts remain.
+func TestDefaultPolicyHeldAtCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls []time.Time
+		err := retry.Do(t.Context(), retry.Policy{MaxAttempts: 15}, failing(100, errTransient, &calls))
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Attempts != 15 || len(calls) != 15 {
+			t.Fatalf("err = %v, %d calls", err, len(calls))
+		}
+		var total time.Duration
+		for n, d := range gaps(calls) {
+			lo := min(time.Second<<n, 32*time.Second)
+			hi := min(lo+time.Second, 32*time.Second)
+			if d < lo || d > hi {
+				t.Errorf("wait before retry %d = %v, want in [%v, %v]", n, d, lo, hi)
+			}
+			total += d
+		}
+		if re.Elapsed != total {
+			t.Errorf("Elapsed = %v, want the sum of the waits %v", re.Elapsed, total)
+		}
+	})
+}
+
+// A wait that would end exactly at the context's deadline leaves no time for
+// the attempt: Do gives up before it.
+func TestDeadlineExactlyAtWaitEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
+		var calls []time.Time
+		start := time.Now()
+		err := retry.Do(ctx, retry.Policy{Jitter: retry.NoJitter}, failing(100, errTransient, &calls))
+		// Wait 1 s fits (ends at 1 s); the 2 s wait would end at 3 s, the deadline.
+		if el := time.Since(start); el != time.Second || len(calls) != 2 {
+			t.Fatalf("gave up after %v and %d calls, want 1s and 2", el, len(calls))
+		}
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Reason != retry.ReasonDeadline || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v", err)
+		}
+		// One nanosecond more and the wait fits.
+		ctx2, cancel2 := context.WithTimeout(t.Context(), 3*time.Second+1)
+		defer cancel2()
+		calls = nil
+		retry.Do(ctx2, retry.Policy{Jitter: retry.NoJitter}, failing(100, errTransient, &calls))
+		if len(calls) != 3 {
+			t.Errorf("deadline 3s+1ns: %d calls, want 3", len(calls))
+		}
+	})
+}
+
+// The deadline passes during an attempt: the attempt's context error is
+// not retried and the loop reports the context.
+func TestDeadlineDuringAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		n := 0
+		err := retry.Do(ctx, retry.Policy{AttemptTimeout: time.Minute}, func(ctx context.Context) error {
+			n++
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		var re *retry.Error
+		if n != 1 || !errors.As(err, &re) || re.Reason != retry.ReasonContext || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("n = %d, err = %v", n, err)
+		}
+	})
+}
+
+// AttemptTimeout: attempts that overrun are retried while the caller's
+// context lives, each with a fresh timeout; cancelling the caller during an
+// attempt ends the loop.
+func TestAttemptTimeoutPerAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var starts []time.Time
+		p := retry.Policy{AttemptTimeout: 5 * time.Second, Initial: time.Second, Jitter: retry.NoJitter, MaxAttempts: 3}
+		start := time.Now()
+		err := retry.Do(t.Context(), p, func(ctx context.Context) error {
+			starts = append(starts, time.Now())
+			dl, ok := ctx.Deadline()
+			if !ok || dl.Sub(time.Now()) != 5*time.Second {
+				t.Errorf("attempt %d: deadline %v, %v; want 5s from now", len(starts), dl, ok)
+			}
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		// 5 + 1 + 5 + 2 + 5 = 18 s.
+		var re *retry.Error
+		if el := time.Since(start); el != 18*time.Second || len(starts) != 3 || !errors.As(err, &re) || re.Reason != retry.ReasonAttempts {
+			t.Fatalf("after %v, %d attempts: %v", el, len(starts), err)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("last error is not the attempt's DeadlineExceeded: %v", err)
+		}
+
+		ctx, cancel := context.WithCancel(t.Context())
+		n := 0
+		go func() { time.Sleep(2 * time.Second); cancel() }()
+		err = retry.Do(ctx, p, func(ctx context.Context) error {
+			n++
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		if n != 1 || !errors.Is(err, context.Canceled) || !errors.As(err, &re) || re.Reason != retry.ReasonContext {
+			t.Fatalf("cancelled during an attempt: n = %d, err = %v", n, err)
+		}
+	})
+}
+
+// Retryable sees every error; a context error returned by op is retried
+// when Retryable says so.
+func TestRetryableOverridesDefaultClassification(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var seen []error
+		p := retry.Policy{MaxAttempts: 3, Initial: retry.Immediate, Retryable: func(err error) bool {
+			seen = append(seen, err)
+			return true
+		}}
+		n := 0
+		retry.Do(t.Context(), p, func(context.Context) error { n++; return context.DeadlineExceeded })
+		if n != 3 || len(seen) != 3 {
+			t.Fatalf("n = %d, Retryable called %d times; want 3 and 3 (the last error is classified too)", n, len(seen))
+		}
+	})
+}
+
+func TestOnRetryElapsedAndServerDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var events []retry.Event
+		p := retry.Policy{Jitter: retry.NoJitter, MaxAttempts: 3, OnRetry: func(e retry.Event) { events = append(events, e) }}
+		n := 0
+		retry.Do(t.Context(), p, func(context.Context) error {
+			n++
+			time.Sleep(time.Second) // each attempt takes 1 s
+			return retry.After(errTransient, 5*time.Second)
+		})
+		want := []retry.Event{
+			{Attempt: 1, MaxAttempts: 3, Delay: 5 * time.Second, Elapsed: 0},
+			{Attempt: 2, MaxAttempts: 3, Delay: 5 * time.Second, Elapsed: 6 * time.Second},
+		}
+		if len(events) != len(want) {
+			t.Fatalf("%d events, want %d", len(events), len(want))
+		}
+		for i, e := range events {
+			w := want[i]
+			if e.Attempt != w.Attempt || e.MaxAttempts != w.MaxAttempts || e.Delay != w.Delay || e.Elapsed != w.Elapsed || !errors.Is(e.Err, errTransient) {
+				t.Errorf("event %d = %+v, want %+v", i, e, w)
+			}
+		}
+		// OnRetry is not called for a loop that does not retry.
+		events = nil
+		retry.Do(t.Context(), retry.Policy{MaxAttempts: 1, OnRetry: p.OnRetry}, func(context.Context) error { return errTransient })
+		retry.Do(t.Context(), p, func(context.Context) error { return nil })
+		if len(events) != 0 {
+			t.Errorf("%d events without a retry", len(events))
+		}
+	})
+}
+
+// Logging honours the handler's level: at Error only the give-up is logged,
+// with its cause when the context ended the loop.
+func TestLoggerLevels(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelError}))
+		ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
+		defer cancel()
+		var calls []time.Time
+		retry.Do(ctx, retry.Policy{Jitter: retry.NoJitter, Logger: log}, failing(100, errTransient, &calls))
+		out := buf.String()
+		if strings.Contains(out, "level=DEBUG") || strings.Count(out, "level=ERROR") != 1 {
+			t.Fatalf("log:\n%s", out)
+		}
+		for _, want := range []string{`msg="retry: giving up"`, "attempts=2", "elapsed=1s", `reason="next wait would pass the context deadline"`, "error=transient", `cause="context deadline exceeded"`} {
+			if !strings.Contains(out, want) {
+				t.Errorf("log lacks %q:\n%s", want, out)
+			}
+		}
+		// Success logs nothing.
+		buf.Reset()
+		log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		calls = nil
+		retry.Do(t.Context(), retry.Policy{Initial: retry.Immediate, Logger: log}, failing(0, errTransient, &calls))
+		if buf.Len() != 0 {
+			t.Errorf("success logged:\n%s", buf.String())
+		}
+	})
+}
+
+// A nested loop that gave up is not retried by the outer loop, even through
+// wrapping; RetryExhausted multiplies the calls (4 x 4 = 16).
+func TestNestedWrappedExhausted(t *testing.T) {
+	calls := 0
+	inner := retry.Policy{MaxAttempts: 4, Initial: retry.Immediate}
+	outer := retry.Policy{MaxAttempts: 4, Initial: retry.Immediate}
+	err := retry.Do(context.Background(), outer, func(ctx context.Context) error {
+		err := retry.Do(ctx, inner, func(context.Context) error { calls++; return errTransient })
+		return fmt.Errorf("layer 2: %w", err)
+	})
+	var re *retry.Error
+	if calls != 4 || !errors.As(err, &re) || re.Reason != retry.ReasonExhausted || re.Attempts != 1 {
+		t.Fatalf("calls = %d, err = %v", calls, err)
+	}
+	// A Retryable that accepts everything still does not retry an exhausted
+	// error: only RetryExhausted does.
+	calls = 0
+	outer.Retryable = func(error) bool { return true }
+	retry.Do(context.Background(), outer, func(ctx context.Context) error {
+		return retry.Do(ctx, inner, func(context.Context) error { calls++; return errTransient })
+	})
+	if calls != 4 {
+		t.Errorf("Retryable=true: %d calls, want 4", calls)
+	}
+}
+
+// MaxAttempts 1 never waits, never calls OnRetry and reports 1 attempt.
+func TestMaxAttemptsOneReportsOneAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		err := retry.Do(t.Context(), retry.Policy{MaxAttempts: 1, OnRetry: func(retry.Event) { t.Error("OnRetry called") }},
+			func(context.Context) error { return errTransient })
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Attempts != 1 || re.Reason != retry.ReasonAttempts || time.Since(start) != 0 {
+			t.Fatalf("err = %v after %v", err, time.Since(start))
+		}
+	})
+}

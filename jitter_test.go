@@ -217,56 +217,114 @@ func TestJitterSeededFromOS(t *testing.T) {
 	}
 }
 
-func FuzzPolicy(f *testing.F) {
-	f.Add(int64(0), int64(0), 0.0, int64(0), uint8(0), int64(0), 0.0, 0, int64(0))
-	f.Add(int64(time.Second), int64(4*time.Second), 2.0, int64(0), uint8(1), int64(0), 0.0, 5, int64(0))
-	f.Add(int64(math.MaxInt64), int64(math.MaxInt64), 1e308, int64(math.MaxInt64), uint8(5), int64(math.MaxInt64), 1.0, 1_000_000, int64(time.Hour))
-	f.Add(int64(-1), int64(1), 1.6, int64(0), uint8(6), int64(0), 0.2, 63, int64(-5))
-	f.Fuzz(func(t *testing.T, initial, maxDelay int64, mult float64, elapsed int64, kind uint8, amount int64, frac float64, n int, prev int64) {
+// Random jitter parameters (proportional fractions, additive maxima) over
+// huge and tiny policies: every wait within Bounds and [0, MaxDelay].
+func TestRandomJitterParametersStayInBounds(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	ns := attemptsToCheck()
+	for trial := 0; trial < 300; trial++ {
 		var j retry.Jitter
-		switch kind % 7 {
-		case 1:
-			j = retry.NoJitter
-		case 2:
-			j = retry.FullJitter
-		case 3:
-			j = retry.EqualJitter
-		case 4:
-			j = retry.DecorrelatedJitter
-		case 5:
-			j = retry.AdditiveJitter(time.Duration(amount))
-		case 6:
-			j = retry.ProportionalJitter(frac)
+		if trial%2 == 0 {
+			j = retry.ProportionalJitter(r.Float64())
+		} else {
+			j = retry.AdditiveJitter(time.Duration(r.Int64N(math.MaxInt64)) >> r.IntN(63))
 		}
-		p := retry.Policy{Initial: time.Duration(initial), MaxDelay: time.Duration(maxDelay), Multiplier: mult,
-			Jitter: j, MaxElapsed: time.Duration(elapsed), MaxAttempts: 50}
-		if p.Validate() != nil {
-			for range p.Delays() {
-				t.Fatal("invalid policy yielded waits")
+		p := randomPolicy(r, j)
+		if err := p.Validate(); err != nil {
+			t.Fatalf("%+v: %v", p, err)
+		}
+		for _, n := range ns[r.IntN(50):] {
+			d := p.Delay(n, 0, r)
+			lo, hi := p.Bounds(n)
+			if d < lo || d > hi || lo < 0 || hi > p.MaxDelay {
+				t.Fatalf("%v, %+v, retry %d: wait %v outside [%v, %v] or cap %v", j, p, n, d, lo, hi, p.MaxDelay)
 			}
-			return
 		}
-		capd := p.MaxDelay
-		if capd == 0 {
-			capd = retry.DefaultMaxDelay
-		}
-		if n < 0 {
-			n = -(n + 1) // never negative, even for math.MinInt
-		}
-		d := p.Delay(n, time.Duration(prev), nil)
-		lo, hi := p.Bounds(n)
-		if d < 0 || d > capd || lo > hi || hi > capd || lo < 0 {
-			t.Fatalf("%+v retry %d: wait %v bounds [%v,%v] cap %v", p, n, d, lo, hi, capd)
-		}
-		var total time.Duration
-		for _, d := range p.Delays() {
-			if d < 0 || d > capd {
-				t.Fatalf("%+v: Delays yielded %v", p, d)
+	}
+}
+
+// Waits near the int64 limit neither overflow nor wrap to negative or zero.
+func TestHugeDurationsDoNotOverflow(t *testing.T) {
+	for _, j := range allJitters {
+		for _, p := range []retry.Policy{
+			{Initial: math.MaxInt64, MaxDelay: math.MaxInt64, Jitter: j},
+			{Initial: math.MaxInt64 / 2, MaxDelay: math.MaxInt64, Multiplier: 3, Jitter: j},
+			{Initial: math.MaxInt64 - 1, MaxDelay: math.MaxInt64, Multiplier: 1, Jitter: j},
+			{Initial: time.Hour, MaxDelay: math.MaxInt64, Multiplier: math.Inf(1), Jitter: j},
+			{Initial: 1, MaxDelay: math.MaxInt64, Multiplier: 1.0000001, Jitter: j},
+		} {
+			var prev time.Duration
+			for _, n := range []int{0, 1, 2, 62, 63, 64, 1000, 1_000_000, math.MaxInt32, math.MaxInt} {
+				d := p.Delay(n, prev, nil)
+				lo, hi := p.Bounds(n)
+				if d < 0 || d < lo || d > hi {
+					t.Fatalf("%v %+v retry %d: wait %v, bounds [%v, %v]", j, p, n, d, lo, hi)
+				}
+				if d == 0 && lo > 0 {
+					t.Fatalf("%v %+v retry %d: zero wait", j, p, n)
+				}
+				prev = d
 			}
-			total += d
 		}
-		if p.MaxElapsed > 0 && total > p.MaxElapsed {
-			t.Fatalf("Delays summed to %v past MaxElapsed %v", total, p.MaxElapsed)
+	}
+}
+
+// Jitter bounds are inclusive at both ends where the range is tiny: the
+// sampled set covers both the lowest and the highest value.
+func TestJitterBoundsInclusive(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, tc := range []struct {
+		p      retry.Policy
+		n      int
+		lo, hi time.Duration
+	}{
+		{retry.Policy{Initial: 2, MaxDelay: 2, Jitter: retry.FullJitter}, 0, 0, 2},
+		{retry.Policy{Initial: 4, MaxDelay: 4, Jitter: retry.EqualJitter}, 0, 2, 4},
+		{retry.Policy{Initial: 3, MaxDelay: 100, Jitter: retry.AdditiveJitter(2), Multiplier: 1}, 5, 3, 5},
+		{retry.Policy{Initial: 1, MaxDelay: 100, Jitter: retry.DecorrelatedJitter}, 0, 1, 3},
+	} {
+		seen := map[time.Duration]bool{}
+		for range 1000 {
+			d := tc.p.Delay(tc.n, 0, r)
+			if d < tc.lo || d > tc.hi {
+				t.Fatalf("%v: %v outside [%v, %v]", tc.p.Jitter, d, tc.lo, tc.hi)
+			}
+			seen[d] = true
 		}
-	})
+		if int64(len(seen)) != int64(tc.hi-tc.lo)+1 {
+			t.Errorf("%v: drew %d distinct waits, want all %d of [%v, %v]", tc.p.Jitter, len(seen), tc.hi-tc.lo+1, tc.lo, tc.hi)
+		}
+		if lo, hi := tc.p.Bounds(tc.n); lo != tc.lo || hi != tc.hi {
+			t.Errorf("%v: Bounds = [%v, %v], want [%v, %v]", tc.p.Jitter, lo, hi, tc.lo, tc.hi)
+		}
+	}
+}
+
+// Decorrelated jitter follows its chain: each wait in [Initial, 3*prev],
+// capped, and the chain reaches the cap.
+func TestDecorrelatedChain(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	p := retry.Policy{Initial: 10 * time.Millisecond, MaxDelay: 2 * time.Second, Jitter: retry.DecorrelatedJitter}
+	prev, top := time.Duration(0), time.Duration(0)
+	for n := range 10000 {
+		d := p.Delay(n, prev, r)
+		hi := min(3*max(prev, p.Initial), p.MaxDelay)
+		if d < p.Initial || d > hi {
+			t.Fatalf("retry %d after %v: %v outside [%v, %v]", n, prev, d, p.Initial, hi)
+		}
+		prev, top = d, max(top, d)
+	}
+	if top < p.MaxDelay*9/10 {
+		t.Errorf("chain never came near the cap: max %v", top)
+	}
+	// Immediate: no waits, whatever the jitter.
+	for _, j := range allJitters {
+		q := retry.Policy{Initial: retry.Immediate, Jitter: j}
+		if d := q.Delay(5, time.Second, r); d != 0 {
+			t.Errorf("Immediate %v: %v", j, d)
+		}
+		if lo, hi := q.Bounds(5); lo != 0 || hi != 0 {
+			t.Errorf("Immediate %v: Bounds [%v, %v]", j, lo, hi)
+		}
+	}
 }
