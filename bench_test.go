@@ -99,3 +99,77 @@ func BenchmarkDoSuccessParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkDelayJitter measures one wait's computation for each jitter,
+// over retry numbers 0..15 (below and at the cap).
+func BenchmarkDelayJitter(b *testing.B) {
+	for _, j := range []retry.Jitter{retry.NoJitter, {}, retry.FullJitter, retry.EqualJitter,
+		retry.DecorrelatedJitter, retry.ProportionalJitter(0.2)} {
+		b.Run(j.String(), func(b *testing.B) {
+			p := retry.Policy{Jitter: j, Multiplier: 1.5}
+			b.ReportAllocs()
+			var d time.Duration
+			n := 0
+			for b.Loop() {
+				d = p.Delay(n&15, d, nil)
+				n++
+			}
+		})
+	}
+}
+
+// BenchmarkDelayParallel shows that the process-wide random source takes no
+// global lock: the time per wait should not grow with GOMAXPROCS.
+func BenchmarkDelayParallel(b *testing.B) {
+	p := retry.Policy{Jitter: retry.FullJitter}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		var d time.Duration
+		n := 0
+		for pb.Next() {
+			d = p.Delay(n&15, d, nil)
+			n++
+		}
+	})
+}
+
+// BenchmarkDoGiveUp: 4 failed attempts with zero waits, then the *Error.
+func BenchmarkDoGiveUp(b *testing.B) {
+	ctx := context.Background()
+	p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 4}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := retry.Do(ctx, p, func(context.Context) error { return errBench }); err == nil {
+			b.Fatal("no error")
+		}
+	}
+}
+
+// BenchmarkDoValueRetry3: DoValue succeeding after 3 failures, zero waits.
+func BenchmarkDoValueRetry3(b *testing.B) {
+	ctx := context.Background()
+	p := retry.Policy{Initial: retry.Immediate}
+	b.ReportAllocs()
+	for b.Loop() {
+		n := 0
+		v, err := retry.DoValue(ctx, p, func(context.Context) (int, error) {
+			if n++; n <= 3 {
+				return 0, errBench
+			}
+			return n, nil
+		})
+		if err != nil || v != 4 {
+			b.Fatal(v, err)
+		}
+	}
+}
+
+// BenchmarkDelays iterates a default schedule of 9 waits.
+func BenchmarkDelays(b *testing.B) {
+	p := retry.Policy{}
+	b.ReportAllocs()
+	for b.Loop() {
+		for range p.Delays() {
+		}
+	}
+}

@@ -131,15 +131,21 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 		if ra, ok := RetryAfter(err); ok && ra > d {
 			d = ra
 		}
-		now := time.Now()
-		elapsed := now.Sub(start)
-		if p.MaxElapsed > 0 && d > p.MaxElapsed-elapsed {
-			return fail(ReasonTimeBudget, nil)
-		}
-		// A wait that ends at the deadline would leave the attempt no time
-		// at all: give up as for one that ends past it.
-		if dl, ok := ctx.Deadline(); ok && d > 0 && d >= dl.Sub(now) {
-			return fail(ReasonDeadline, context.DeadlineExceeded)
+		// The clock is read only when something needs it: a time budget, a
+		// deadline, or a hook that reports the elapsed time.
+		dl, hasDeadline := ctx.Deadline()
+		var elapsed time.Duration
+		if p.MaxElapsed > 0 || hasDeadline || p.OnRetry != nil || p.Logger != nil {
+			now := time.Now()
+			elapsed = now.Sub(start)
+			if p.MaxElapsed > 0 && d > p.MaxElapsed-elapsed {
+				return fail(ReasonTimeBudget, nil)
+			}
+			// A wait that ends at the deadline would leave the attempt no
+			// time at all: give up as for one that ends past it.
+			if hasDeadline && d > 0 && d >= dl.Sub(now) {
+				return fail(ReasonDeadline, context.DeadlineExceeded)
+			}
 		}
 		if p.Budget != nil && !p.Budget.allowRetry() {
 			return fail(ReasonBudget, nil)
@@ -182,7 +188,7 @@ func (p *Policy) stopReason(ctx context.Context, err error, timedOut bool) (Reas
 	if cerr := ctx.Err(); cerr != nil {
 		return ReasonContext, cerr
 	}
-	if timedOut || errors.Is(err, ErrThrottled) {
+	if timedOut || p.Throttle != nil && errors.Is(err, ErrThrottled) {
 		return 0, nil
 	}
 	if !p.RetryExhausted && IsExhausted(err) {

@@ -710,3 +710,67 @@ func TestMaxAttemptsOneReportsOneAttempt(t *testing.T) {
 		}
 	})
 }
+
+// One timer per Do, however many waits: allocations do not grow with the
+// number of retries, and giving up adds only the *Error.
+func TestOneTimerPerDo(t *testing.T) {
+	ctx := context.Background()
+	p := retry.Policy{Initial: time.Nanosecond, MaxDelay: time.Nanosecond, Jitter: retry.NoJitter, MaxAttempts: retry.Unlimited}
+	allocs := func(failures int) float64 {
+		return testing.AllocsPerRun(50, func() {
+			k := 0
+			retry.Do(ctx, p, func(context.Context) error {
+				if k++; k <= failures {
+					return errTransient
+				}
+				return nil
+			})
+		})
+	}
+	one, many := allocs(1), allocs(20)
+	if one == 0 || many != one {
+		t.Errorf("allocs: %v with 1 wait, %v with 20 waits; want the same, non-zero (one timer)", one, many)
+	}
+	p = retry.Policy{Initial: retry.Immediate, MaxAttempts: 4}
+	if n := testing.AllocsPerRun(100, func() {
+		retry.Do(ctx, p, func(context.Context) error { return errTransient })
+	}); n != 1 {
+		t.Errorf("give-up with zero waits: %v allocs, want 1 (the *Error)", n)
+	}
+}
+
+// timeoutErr is like net/http's timeout error: it matches
+// context.DeadlineExceeded through an Is method, not by identity.
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string        { return "timeout awaiting headers" }
+func (timeoutErr) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// Context errors returned by op are not retried, however they are wrapped
+// or matched.
+func TestContextErrorsFromOpInEveryShape(t *testing.T) {
+	for _, err := range []error{
+		context.Canceled,
+		context.DeadlineExceeded,
+		fmt.Errorf("dial: %w", context.Canceled),
+		timeoutErr{},
+		fmt.Errorf("get: %w", timeoutErr{}),
+		errors.Join(errTransient, context.DeadlineExceeded),
+	} {
+		n := 0
+		got := retry.Do(context.Background(), retry.Policy{Initial: retry.Immediate}, func(context.Context) error { n++; return err })
+		var re *retry.Error
+		if n != 1 || !errors.As(got, &re) || re.Reason != retry.ReasonPermanent || !errors.Is(got, err) {
+			t.Errorf("%v: %d calls, err %v; want 1 call, ReasonPermanent", err, n, got)
+		}
+	}
+	// An error that merely mentions a context is retried.
+	n := 0
+	retry.Do(context.Background(), retry.Policy{Initial: retry.Immediate, MaxAttempts: 3}, func(context.Context) error {
+		n++
+		return errors.New("context canceled")
+	})
+	if n != 3 {
+		t.Errorf("text-alike error: %d calls, want 3", n)
+	}
+}

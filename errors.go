@@ -215,6 +215,16 @@ func walk(err error, f func(error) bool) bool {
 	return false
 }
 
+// isContextErr reports errors.Is(err, context.Canceled) ||
+// errors.Is(err, context.DeadlineExceeded) in one walk of the chain.
 func isContextErr(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	return walk(err, func(e error) bool {
+		// Comparing with the sentinels cannot panic: their dynamic types
+		// are comparable.
+		if e == context.Canceled || e == context.DeadlineExceeded {
+			return true
+		}
+		x, ok := e.(interface{ Is(error) bool })
+		return ok && (x.Is(context.Canceled) || x.Is(context.DeadlineExceeded))
+	})
 }
