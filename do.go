@@ -38,6 +38,20 @@ func Do(ctx context.Context, p Policy, op func(context.Context) error) error {
 // returns op's value; when it gives up, it returns the value of the last
 // attempt (often the zero value) together with the [*Error].
 func DoValue[T any](ctx context.Context, p Policy, op func(context.Context) (T, error)) (T, error) {
+	// The plain first attempt calls op directly, without the adapter
+	// closure below, as run would: same checks, same order.
+	if p.plain() && p.fastValid() && ctx.Err() == nil {
+		v, err := op(ctx)
+		if err == nil {
+			return v, nil
+		}
+		err = p.retryLoop(ctx, func(ctx context.Context) error {
+			var err error
+			v, err = op(ctx)
+			return err
+		}, err, false, time.Time{})
+		return v, err
+	}
 	var v T
 	err := run(ctx, &p, func(ctx context.Context) error {
 		var err error
@@ -75,6 +89,13 @@ func run(ctx context.Context, p *Policy, op func(context.Context) error) error {
 		return nil
 	}
 	return p.retryLoop(ctx, op, err, timedOut, start)
+}
+
+// plain reports whether an attempt is a bare call of op (no Throttle,
+// Budget or AttemptTimeout) and the loop needs no clock before it (no
+// MaxElapsed).
+func (p *Policy) plain() bool {
+	return p.Throttle == nil && p.Budget == nil && p.AttemptTimeout <= 0 && p.MaxElapsed <= 0
 }
 
 // attempt makes one attempt, through the Throttle and Budget if set.

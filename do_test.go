@@ -774,3 +774,42 @@ func TestContextErrorsFromOpInEveryShape(t *testing.T) {
 		t.Errorf("text-alike error: %d calls, want 3", n)
 	}
 }
+
+// DoValue returns the last attempt's value on every path: the plain one and
+// the one with a time budget and attempt timeout, at the first attempt and
+// after retries.
+func TestDoValueLastValueOnEveryPath(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, p := range []retry.Policy{
+			{Jitter: retry.NoJitter, MaxAttempts: 3},
+			{Jitter: retry.NoJitter, MaxAttempts: 3, MaxElapsed: time.Hour, AttemptTimeout: time.Minute},
+		} {
+			v, err := retry.DoValue(t.Context(), p, func(context.Context) (int, error) { return 7, retry.Permanent(errTransient) })
+			if v != 7 || !errors.Is(err, errTransient) {
+				t.Errorf("%+v permanent: %d, %v", p, v, err)
+			}
+			n := 0
+			v, err = retry.DoValue(t.Context(), p, func(context.Context) (int, error) { n++; return n * 10, errTransient })
+			var re *retry.Error
+			if v != 30 || !errors.As(err, &re) || re.Attempts != 3 || re.Elapsed != 3*time.Second {
+				t.Errorf("%+v: %d, %v", p, v, err)
+			}
+			n = 0
+			v, err = retry.DoValue(t.Context(), p, func(context.Context) (int, error) {
+				if n++; n < 2 {
+					return -1, errTransient
+				}
+				return 42, nil
+			})
+			if v != 42 || err != nil {
+				t.Errorf("%+v success: %d, %v", p, v, err)
+			}
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		v, err := retry.DoValue(ctx, retry.Policy{}, func(context.Context) (int, error) { return 1, nil })
+		if v != 0 || !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled before start: %d, %v", v, err)
+		}
+	})
+}
