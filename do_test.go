@@ -12,7 +12,12 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"go.uber.org/goleak"
 )
+
+// TestMain fails the package's tests if any goroutine outlives them: a
+// retry loop must not leave a timer or a watcher behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var errTransient = errors.New("transient")
 
