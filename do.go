@@ -29,7 +29,8 @@ type Event struct {
 // once instead.
 //
 // When op succeeds at the first attempt, Do allocates nothing and reads no
-// clock.
+// clock (a MaxElapsed makes it read the clock once, an AttemptTimeout
+// makes it create the attempt's context).
 func Do(ctx context.Context, p Policy, op func(context.Context) error) error {
 	return run(ctx, &p, op)
 }
