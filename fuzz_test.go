@@ -41,7 +41,13 @@ func FuzzPolicy(f *testing.F) {
 		if capd == 0 {
 			capd = retry.DefaultMaxDelay
 		}
+		// A negative n counts as 0.
 		if n < 0 {
+			lo, hi := p.Bounds(n)
+			lo0, hi0 := p.Bounds(0)
+			if lo != lo0 || hi != hi0 {
+				t.Fatalf("%+v: Bounds(%d) = [%v,%v], Bounds(0) = [%v,%v]", p, n, lo, hi, lo0, hi0)
+			}
 			n = -(n + 1) // never negative, even for math.MinInt
 		}
 		d := p.Delay(n, time.Duration(prev), nil)

@@ -118,12 +118,14 @@ func (j Jitter) validate() error {
 // Bounds returns the smallest and largest wait the policy can choose before
 // retry n (n = 0 for the first retry), given the jitter. For
 // DecorrelatedJitter, whose waits depend on the previous one, it returns the
-// widest range reachable at that retry.
+// widest range reachable at that retry. A negative n counts as 0, as in
+// [Policy.Delay]. Both bounds are inclusive: a wait may equal either.
 // The policy must be valid; Bounds of an invalid policy is meaningless.
 func (p Policy) Bounds(n int) (lo, hi time.Duration) {
 	if p.Initial == Immediate {
 		return 0, 0
 	}
+	n = max(n, 0)
 	initial, maxDelay := p.initial(), p.maxDelay()
 	d := p.base(n)
 	switch p.Jitter.kind {
@@ -143,8 +145,8 @@ func (p Policy) Bounds(n int) (lo, hi time.Duration) {
 	}
 }
 
-// Delay returns one wait before retry n (n = 0 for the first retry), drawn
-// as [Do] draws it. prev is the wait chosen before the previous retry (0 for
+// Delay returns one wait before retry n (n = 0 for the first retry; a
+// negative n counts as 0), drawn as [Do] draws it. prev is the wait chosen before the previous retry (0 for
 // the first); only DecorrelatedJitter uses it. r is the random source; nil
 // means the process-wide source of math/rand/v2, which is seeded from the
 // operating system and safe for concurrent use without a global lock.

@@ -328,3 +328,19 @@ func TestDecorrelatedChain(t *testing.T) {
 		}
 	}
 }
+
+func TestNegativeRetryNumberCountsAsZero(t *testing.T) {
+	for _, j := range allJitters {
+		p := retry.Policy{Jitter: j, Initial: time.Second, MaxDelay: time.Minute}
+		for _, n := range []int{-1, -5, math.MinInt} {
+			lo, hi := p.Bounds(n)
+			lo0, hi0 := p.Bounds(0)
+			if lo != lo0 || hi != hi0 {
+				t.Errorf("%v: Bounds(%d) = [%v, %v], want Bounds(0) = [%v, %v]", j, n, lo, hi, lo0, hi0)
+			}
+			if d := p.Delay(n, 0, nil); d < lo0 || d > hi0 {
+				t.Errorf("%v: Delay(%d) = %v outside [%v, %v]", j, n, d, lo0, hi0)
+			}
+		}
+	}
+}
