@@ -49,10 +49,12 @@ var (
 	// is random.
 	EqualJitter = Jitter{kind: jitterEqual}
 
-	// DecorrelatedJitter draws each wait from [Initial, 3*previous wait],
-	// capped at MaxDelay, with the previous wait starting at Initial
-	// (Brooker's "decorrelated jitter"). It ignores Multiplier. Clamped at the
-	// cap it tends to pile waits up at MaxDelay.
+	// DecorrelatedJitter makes each wait min(MaxDelay, U(Initial, 3*previous
+	// wait)), with the previous wait starting at Initial (Brooker's
+	// "decorrelated jitter"). It ignores Multiplier. Because the cap is
+	// applied after the draw, once 3*previous passes MaxDelay many waits
+	// equal MaxDelay exactly (about 2/3 of them when previous is the cap and
+	// Initial is small).
 	DecorrelatedJitter = Jitter{kind: jitterDecorrelated}
 )
 
@@ -168,18 +170,16 @@ func (p Policy) Delay(n int, prev time.Duration, r *rand.Rand) time.Duration {
 		d := p.base(n)
 		return d - d/2 + uniform(r, 0, d/2)
 	case jitterDecorrelated:
+		// Brooker's formula as written: min(cap, U(Initial, 3*prev)). The
+		// min() is applied after the draw, so when 3*prev passes the cap
+		// the waits pile up at MaxDelay, as the study describes.
 		initial := p.initial()
-		if prev < initial {
-			prev = initial
-		}
-		hi := maxDelay
-		if prev <= maxDelay/3 {
+		prev = max(prev, initial)
+		hi := time.Duration(math.MaxInt64)
+		if prev <= math.MaxInt64/3 {
 			hi = 3 * prev
 		}
-		if hi < initial {
-			hi = initial
-		}
-		return uniform(r, initial, hi)
+		return min(uniform(r, initial, hi), maxDelay)
 	case jitterProportional:
 		f := p.Jitter.frac
 		if f == 0 {

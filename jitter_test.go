@@ -344,3 +344,41 @@ func TestNegativeRetryNumberCountsAsZero(t *testing.T) {
 		}
 	}
 }
+
+// Decorrelated jitter is min(cap, U(Initial, 3*prev)): below the cap it is
+// uniform, and when 3*prev passes the cap the excess piles up at MaxDelay.
+func TestDecorrelatedDistribution(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	p := retry.Policy{Jitter: retry.DecorrelatedJitter, Initial: time.Second, MaxDelay: 10 * time.Second}
+	const samples = 20000
+	atCap := 0
+	var sum float64
+	for range samples {
+		d := p.Delay(3, 10*time.Second, r) // U(1 s, 30 s), capped at 10 s
+		if d < time.Second || d > 10*time.Second {
+			t.Fatalf("wait %v outside [1s, 10s]", d)
+		}
+		if d == 10*time.Second {
+			atCap++
+		}
+		d2 := p.Delay(3, 2*time.Second, r) // U(1 s, 6 s): never capped
+		if d2 < time.Second || d2 > 6*time.Second {
+			t.Fatalf("wait %v outside [1s, 6s]", d2)
+		}
+		sum += d2.Seconds()
+	}
+	// P(wait = cap) = (30-10)/(30-1) = 0.69.
+	if f := float64(atCap) / samples; f < 0.66 || f > 0.72 {
+		t.Errorf("%.3f of the waits at the cap, want about 0.69", f)
+	}
+	if mean := sum / samples; mean < 3.4 || mean > 3.6 {
+		t.Errorf("mean of U(1s, 6s) = %.2fs, want about 3.5s", mean)
+	}
+	// Huge prev saturates instead of overflowing.
+	q := retry.Policy{Jitter: retry.DecorrelatedJitter, Initial: time.Second, MaxDelay: math.MaxInt64}
+	for range 100 {
+		if d := q.Delay(0, math.MaxInt64/2, r); d < time.Second {
+			t.Fatalf("huge prev: %v", d)
+		}
+	}
+}
