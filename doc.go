@@ -42,7 +42,8 @@
 //     removes the limit);
 //   - an error that may not be retried: one marked [Permanent], one that
 //     Policy.Retryable rejects, a context error returned by the operation
-//     (unless it came from Policy.AttemptTimeout), or an error of an inner
+//     when Retryable is nil (an attempt's own Policy.AttemptTimeout is
+//     retried, whatever Retryable says), or an error of an inner
 //     retry loop that already gave up (see Nesting below);
 //   - the time budget MaxElapsed, or the context's deadline, when the next
 //     wait would not end before it: the loop then gives up at once rather
@@ -66,8 +67,8 @@
 // [FullJitter] (uniform 0..d) spreads a herd of clients the most and does
 // the least total work, which makes it the better choice for large fleets
 // hitting one backend (the AWS SDKs use it). [EqualJitter] keeps half of
-// each wait. [DecorrelatedJitter] draws from [Initial, 3 × previous wait]
-// and tends to pile up at the cap. [ProportionalJitter] (d × (1 ± f)) is
+// each wait. [DecorrelatedJitter], min(MaxDelay, U(Initial, 3 × previous
+// wait)), ignores Multiplier and piles waits up at the cap. [ProportionalJitter] (d × (1 ± f)) is
 // gRPC's ±20 % connection backoff, still capped at MaxDelay. [NoJitter] is
 // for tests and single clients. Random numbers come from math/rand/v2's
 // process-wide source, seeded from the operating system, so two processes
