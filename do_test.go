@@ -818,3 +818,29 @@ func TestDoValueLastValueOnEveryPath(t *testing.T) {
 		}
 	})
 }
+
+// An attempt's own timeout is retried even when Retryable rejects context
+// errors; Permanent still stops it.
+func TestAttemptTimeoutBypassesRetryable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := retry.Policy{AttemptTimeout: time.Second, Initial: retry.Immediate, MaxAttempts: 3,
+			Retryable: func(err error) bool { return !errors.Is(err, context.DeadlineExceeded) }}
+		n := 0
+		err := retry.Do(t.Context(), p, func(ctx context.Context) error { n++; <-ctx.Done(); return ctx.Err() })
+		var re *retry.Error
+		if n != 3 || !errors.As(err, &re) || re.Reason != retry.ReasonAttempts {
+			t.Fatalf("n = %d, err = %v", n, err)
+		}
+		n = 0
+		retry.Do(t.Context(), p, func(ctx context.Context) error { n++; <-ctx.Done(); return retry.Permanent(ctx.Err()) })
+		if n != 1 {
+			t.Errorf("Permanent timeout: %d calls, want 1", n)
+		}
+		// The same error not caused by the attempt's timeout goes to Retryable.
+		n = 0
+		retry.Do(t.Context(), p, func(ctx context.Context) error { n++; return context.DeadlineExceeded })
+		if n != 1 {
+			t.Errorf("foreign DeadlineExceeded: %d calls, want 1", n)
+		}
+	})
+}

@@ -80,8 +80,10 @@ type Policy struct {
 	MaxElapsed time.Duration
 
 	// AttemptTimeout bounds each attempt with its own context deadline. An
-	// attempt that runs out of it is retried like any other failure while
-	// the caller's context is alive. Zero means no per-attempt timeout.
+	// attempt that runs out of it is retried while the caller's context is
+	// alive, even though its error is a context error and whatever
+	// Retryable says (only Permanent stops it). The stop rules still apply.
+	// Zero means no per-attempt timeout.
 	AttemptTimeout time.Duration
 
 	// Retryable reports whether an attempt's error may be retried. Nil means
