@@ -121,7 +121,8 @@ func (j Jitter) validate() error {
 // retry n (n = 0 for the first retry), given the jitter. For
 // DecorrelatedJitter, whose waits depend on the previous one, it returns the
 // widest range reachable at that retry. A negative n counts as 0, as in
-// [Policy.Delay]. Both bounds are inclusive: a wait may equal either.
+// [Policy.Delay]. Every wait lies in the closed range [lo, hi]; the integer
+// jitters can reach both ends, ProportionalJitter only lo (and hi at the cap).
 // The policy must be valid; Bounds of an invalid policy is meaningless.
 func (p Policy) Bounds(n int) (lo, hi time.Duration) {
 	if p.Initial == Immediate {
