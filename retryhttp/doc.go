@@ -1,0 +1,53 @@
+// Package retryhttp retries HTTP requests with package retry: a
+// [Transport] (an http.RoundTripper) that retries 408, 429, most 5xx and
+// transient transport errors, safely and without copying bodies, and a
+// server [Middleware] that keeps layered services from multiplying retries.
+//
+// Quick start:
+//
+//	client := retryhttp.NewClient(retry.Policy{MaxAttempts: 4})
+//	resp, err := client.Get(url) // a final 503 comes back as a response, err == nil
+//
+// # What is retried
+//
+//	status 408, 429, 500, 502, 503, 504, 5xx ... retried (RetryStatus changes the set)
+//	status 501, 505, 511 and all other 4xx       returned at once: waiting cannot heal them
+//	dial failure, connection refused or reset,
+//	EOF before a response, attempt timeout,
+//	HTTP/2 GOAWAY                                retried
+//	bad URL, unsupported scheme, TLS certificate
+//	errors, the caller's context ending          returned at once
+//	GET HEAD OPTIONS TRACE PUT DELETE             retried
+//	POST PATCH ...                                only with Idempotency-Key / X-Idempotency-Key,
+//	                                              RetryNonIdempotent, a dial failure or a 429
+//	Retry-After                                   honoured (plus up to min(1 s, 10%) jitter) up to
+//	                                              MaxRetryAfter and the deadline; beyond, the
+//	                                              response is returned at once
+//	body with GetBody                             replayed through GetBody, never copied
+//	body without GetBody                          buffered up to MaxBufferedBody, else sent once
+//
+// # The true number of sends
+//
+// net/http's own http.Transport also resends, once, a request that it wrote
+// on a reused keep-alive connection which the server had closed before
+// answering (it cannot tell whether the server saw it), when the request is
+// idempotent (GET, HEAD, OPTIONS, TRACE) or carries an Idempotency-Key or
+// X-Idempotency-Key header, and its body can be rewound. That resend is
+// invisible to this package and is not counted in Policy.MaxAttempts or
+// [Attempts]: with MaxAttempts n, a server may see up to 2n copies of such
+// a request in the worst case, each of them one the server may not have
+// processed. Requests without a key using POST or PATCH are never resent by
+// either layer.
+//
+// # No amplification across layers
+//
+// When a [Transport] gives up it marks the response (see [Attempts] and
+// [Exhausted]) and, if the request's context comes from a handler wrapped
+// in [Middleware], tells the middleware, which then adds [HeaderExhausted]
+// to the handler's failing response. A Transport receiving that header does
+// not retry, so in a chain of services only the layer next to the failure
+// retries. Every retry carries [HeaderAttempt] with its attempt number.
+// In one process, a Transport under another Transport, or under a
+// retry.Do loop whose operation returns the response's error, is likewise
+// not retried again by default (see retry.Policy.RetryExhausted).
+package retryhttp

@@ -1,0 +1,98 @@
+package retryhttp_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"time"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retryhttp"
+)
+
+func ExampleTransport() {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) < 3 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	defer srv.Close()
+
+	client := &http.Client{Transport: &retryhttp.Transport{
+		Policy: retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 4},
+	}}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, "after", retryhttp.Attempts(resp), "attempts")
+	// Output: 200 after 3 attempts
+}
+
+func ExampleNewClient() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadGateway)
+	}))
+	defer srv.Close()
+
+	client := retryhttp.NewClient(retry.Policy{Initial: retry.Immediate, MaxAttempts: 3})
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	// Giving up on a status returns the last response, not an error.
+	fmt.Println(resp.StatusCode, retryhttp.Attempts(resp), retryhttp.Exhausted(resp))
+	// Output: 502 3 true
+}
+
+func ExampleParseRetryAfter() {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, v := range []string{"120", "Fri, 02 Jan 2026 03:05:05 GMT", "99999999999999999999", "soon"} {
+		d, ok := retryhttp.ParseRetryAfter(v, now)
+		fmt.Println(d, ok)
+	}
+	// Output:
+	// 2m0s true
+	// 1m0s true
+	// 0s false
+	// 0s false
+}
+
+func ExampleMiddleware() {
+	// C always fails; B calls C with a retrying transport, behind Middleware.
+	var cCalls atomic.Int32
+	c := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cCalls.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer c.Close()
+	toC := retryhttp.NewClient(retry.Policy{Initial: retry.Immediate, MaxAttempts: 4})
+	b := httptest.NewServer(retryhttp.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, _ := http.NewRequestWithContext(r.Context(), "GET", c.URL, nil)
+		resp, err := toC.Do(req)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		resp.Body.Close()
+		w.WriteHeader(resp.StatusCode)
+	})))
+	defer b.Close()
+
+	resp, err := retryhttp.NewClient(retry.Policy{Initial: retry.Immediate, MaxAttempts: 4}).Get(b.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, resp.Header.Get(retryhttp.HeaderExhausted), "C calls:", cCalls.Load())
+	// Output: 503 1 C calls: 4
+}
