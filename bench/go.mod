@@ -1,10 +1,11 @@
 module github.com/retrykit/retry/bench
 
-go 1.25
+go 1.26.0
 
 require github.com/retrykit/retry v0.0.0
 
 require (
+	github.com/aclements/go-moremath v0.0.0-20210112150236-f10218a38794 // indirect
 	github.com/avast/retry-go/v4 v4.7.0 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/failsafe-go/failsafe-go v0.9.8 // indirect
@@ -12,6 +13,9 @@ require (
 	github.com/hashicorp/go-retryablehttp v0.7.8 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
+	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da // indirect
 )
 
 replace github.com/retrykit/retry => ..
+
+tool golang.org/x/perf/cmd/benchstat
