@@ -1,0 +1,199 @@
+package sim_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/sim"
+)
+
+func study(j retry.Jitter, trials int) sim.Scenario {
+	return sim.Scenario{Model: sim.Contention, Clients: 100, Trials: trials, Seed: 1,
+		Policy: retry.Policy{Initial: 10 * time.Millisecond, MaxDelay: 2 * time.Second, Jitter: j, MaxAttempts: retry.Unlimited}}
+}
+
+func run(t *testing.T, s sim.Scenario) sim.Result {
+	t.Helper()
+	r, err := sim.Run(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestStudy checks the contention model against the published figures
+// (within 20%) and the direction the issue requires.
+func TestStudy(t *testing.T) {
+	want := []struct {
+		j     retry.Jitter
+		calls float64
+		done  time.Duration
+	}{
+		{retry.FullJitter, 796, 4900 * time.Millisecond},
+		{retry.EqualJitter, 813, 6600 * time.Millisecond},
+		{retry.DecorrelatedJitter, 999, 4500 * time.Millisecond},
+		{retry.NoJitter, 1860, 63900 * time.Millisecond},
+	}
+	got := map[string]sim.Result{}
+	for _, w := range want {
+		r := run(t, study(w.j, 100))
+		got[w.j.String()] = r
+		t.Logf("%-13s calls %7.1f (study %4.0f)  completion %v (study %v)", w.j, r.Requests, w.calls, r.CompletionMax.Round(time.Millisecond), w.done)
+		if r.Succeeded != 100 || r.GaveUp != 0 {
+			t.Errorf("%v: succeeded %v gave up %v, want 100 and 0", w.j, r.Succeeded, r.GaveUp)
+		}
+		if d := r.Requests/w.calls - 1; d > 0.2 || d < -0.2 {
+			t.Errorf("%v: calls %.1f, study %v: off by %.0f%%", w.j, r.Requests, w.calls, 100*d)
+		}
+		if d := float64(r.CompletionMax)/float64(w.done) - 1; d > 0.2 || d < -0.2 {
+			t.Errorf("%v: completion %v, study %v: off by %.0f%%", w.j, r.CompletionMax, w.done, 100*d)
+		}
+	}
+	full, none := got["full"], got["none"]
+	if !(full.Requests < none.Requests/2) {
+		t.Errorf("full jitter %v calls, none %v: want less than half", full.Requests, none.Requests)
+	}
+	if !(5*full.CompletionMax < none.CompletionMax) {
+		t.Errorf("full jitter completes at %v, none at %v: want over 5x sooner", full.CompletionMax, none.CompletionMax)
+	}
+}
+
+// TestOutageWaves: after an outage, no jitter retries in synchronized
+// waves far above capacity; full jitter spreads the load near capacity.
+func TestOutageWaves(t *testing.T) {
+	base := sim.Scenario{Clients: 10000, Capacity: 100, Slot: 100 * time.Millisecond, Outage: 10 * time.Second,
+		Policy: retry.Policy{Initial: 100 * time.Millisecond, MaxDelay: 10 * time.Second, MaxAttempts: retry.Unlimited}}
+	peakAfter := func(r sim.Result) int {
+		p := 0
+		for i, n := range r.Load {
+			if time.Duration(i)*r.Slot >= 11*time.Second { // past the outage and its first wave
+				p = max(p, n)
+			}
+		}
+		return p
+	}
+	none, full := base, base
+	none.Policy.Jitter = retry.NoJitter
+	full.Policy.Jitter = retry.FullJitter
+	rn, rf := run(t, none), run(t, full)
+	pn, pf := peakAfter(rn), peakAfter(rf)
+	t.Logf("peak after outage: none %d, full %d (capacity 100); requests none %.0f, full %.0f; done none %v, full %v",
+		pn, pf, rn.Requests, rf.Requests, rn.CompletionMax, rf.CompletionMax)
+	if pn < 10*base.Capacity {
+		t.Errorf("no jitter: peak %d after the outage, want waves far above capacity %d", pn, base.Capacity)
+	}
+	if pf > 3*base.Capacity {
+		t.Errorf("full jitter: peak %d after the outage, want near capacity %d", pf, base.Capacity)
+	}
+	if rn.Succeeded != 10000 || rf.Succeeded != 10000 {
+		t.Errorf("succeeded none %v full %v, want all", rn.Succeeded, rf.Succeeded)
+	}
+}
+
+func TestCapacityBasics(t *testing.T) {
+	// 250 clients, 100 per slot, no retries needed beyond capacity: all
+	// succeed, the first 100 at time 0.
+	r := run(t, sim.Scenario{Clients: 250, Capacity: 100, Policy: retry.Policy{Jitter: retry.NoJitter, MaxAttempts: retry.Unlimited}})
+	if r.Succeeded != 250 || r.GaveUp != 0 {
+		t.Fatalf("succeeded %v gave up %v", r.Succeeded, r.GaveUp)
+	}
+	if r.Load[0] != 250 || r.PeakLoad != 250 {
+		t.Errorf("load[0] %d peak %v, want 250", r.Load[0], r.PeakLoad)
+	}
+	// 150 fail at 0, retry at 1 s: 100 succeed, 50 retry at 3 s.
+	if r.Requests != 250+150+50 {
+		t.Errorf("requests %v, want 450", r.Requests)
+	}
+	if r.CompletionMax != 3*time.Second || r.CompletionP50 != time.Second {
+		t.Errorf("completion p50 %v max %v, want 1s and 3s", r.CompletionP50, r.CompletionMax)
+	}
+	// MaxAttempts 2 with an outage: everyone gives up after 2 calls.
+	r = run(t, sim.Scenario{Clients: 10, Outage: time.Hour, Policy: retry.Policy{MaxAttempts: 2}})
+	if r.GaveUp != 10 || r.Requests != 20 || r.Succeeded != 0 {
+		t.Errorf("gave up %v requests %v succeeded %v, want 10 20 0", r.GaveUp, r.Requests, r.Succeeded)
+	}
+	// MaxElapsed shorter than the first wait: one call each.
+	r = run(t, sim.Scenario{Clients: 10, Outage: time.Hour, Policy: retry.Policy{MaxElapsed: 500 * time.Millisecond, Jitter: retry.NoJitter}})
+	if r.GaveUp != 10 || r.Requests != 10 {
+		t.Errorf("MaxElapsed: gave up %v requests %v, want 10 10", r.GaveUp, r.Requests)
+	}
+	// Retry-After above the policy's wait is honoured.
+	r = run(t, sim.Scenario{Clients: 2, Capacity: 1, RetryAfter: 5 * time.Second, Policy: retry.Policy{Jitter: retry.NoJitter}})
+	if r.CompletionMax != 5*time.Second {
+		t.Errorf("RetryAfter: completion %v, want 5s", r.CompletionMax)
+	}
+	// A start window spreads the first requests.
+	r = run(t, sim.Scenario{Clients: 1000, Capacity: 1000, StartWindow: time.Second})
+	if r.PeakLoad > 200 || len(r.Load) != 10 {
+		t.Errorf("start window: peak %v slots %d, want about 100 over 10 slots", r.PeakLoad, len(r.Load))
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	s := sim.Scenario{Clients: 2000, Capacity: 50, Outage: 3 * time.Second, Trials: 3, Seed: 7, Policy: retry.Policy{Jitter: retry.FullJitter}}
+	a, b := run(t, s), run(t, s)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("same scenario, different results")
+	}
+	s.Seed = 8
+	if c := run(t, s); reflect.DeepEqual(a.Load, c.Load) {
+		t.Error("another seed gave the same load series")
+	}
+}
+
+func TestErrors(t *testing.T) {
+	for name, s := range map[string]sim.Scenario{
+		"Clients":   {},
+		"Capacity":  {Clients: 1, Capacity: -1},
+		"Slot":      {Clients: 1, Slot: -1},
+		"Outage":    {Clients: 1, Outage: -1},
+		"Trials":    {Clients: 1, Trials: -1},
+		"LatencySD": {Clients: 1, LatencySD: -1},
+		"Model":     {Clients: 1, Model: 9},
+		"MaxDelay":  {Clients: 1, Policy: retry.Policy{MaxDelay: -1}},
+		"Budget":    {Clients: 1, Policy: retry.Policy{Budget: new(retry.Budget)}},
+	} {
+		_, err := sim.Run(context.Background(), s)
+		if err == nil || !strings.HasPrefix(err.Error(), "sim: ") || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: error %v, want one starting sim: and naming %s", name, err, name)
+		}
+	}
+	if _, err := sim.Run(context.Background(), sim.Scenario{}); !errors.Is(err, sim.ErrScenario) {
+		t.Errorf("error %v does not wrap ErrScenario", err)
+	}
+	if _, err := sim.Run(context.Background(), sim.Scenario{Clients: 1, Policy: retry.Policy{MaxDelay: -1}}); !errors.Is(err, retry.ErrInvalidPolicy) {
+		t.Errorf("error %v does not wrap ErrInvalidPolicy", err)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := 0
+	s := sim.Scenario{Clients: 100000, Outage: time.Hour, Policy: retry.Policy{MaxAttempts: retry.Unlimited},
+		Progress: func(done, total int64) {
+			calls++
+			cancel()
+		}}
+	if _, err := sim.Run(ctx, s); !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want context.Canceled", err)
+	}
+	if calls == 0 {
+		t.Error("Progress never called")
+	}
+}
+
+func TestModelString(t *testing.T) {
+	for _, m := range []sim.Model{sim.Capacity, sim.Contention} {
+		if got, err := sim.ParseModel(m.String()); err != nil || got != m {
+			t.Errorf("ParseModel(%q) = %v, %v", m, got, err)
+		}
+	}
+	if _, err := sim.ParseModel("x"); err == nil || !strings.HasPrefix(err.Error(), "sim: ") {
+		t.Errorf("ParseModel(x) error %v", err)
+	}
+}
