@@ -381,3 +381,21 @@ func TestAttemptTimeout(t *testing.T) {
 		t.Fatalf("read %d bytes, err %v, %d sends", len(b), err, n.Load())
 	}
 }
+
+func TestRetryAfterOnTheWire(t *testing.T) {
+	for _, v := range []string{"0", "Fri, 02 Jan 2004 03:04:05 GMT"} {
+		t.Run(v, func(t *testing.T) {
+			s, srv := newScript(t, 429, 200)
+			s.header = http.Header{"Retry-After": {v}}
+			c := client(t, &retryhttp.Transport{Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: 3}})
+			resp, err := c.Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if s.n() != 2 || resp.StatusCode != 200 || s.conns.Load() != 1 {
+				t.Fatalf("%d sends, status %d, %d conns", s.n(), resp.StatusCode, s.conns.Load())
+			}
+		})
+	}
+}
