@@ -247,3 +247,15 @@ func BenchmarkDoSuccessBudgetThrottleParallel(b *testing.B) {
 		}
 	})
 }
+
+func BenchmarkDoSuccessBudgetThrottle(b *testing.B) {
+	p := Policy{Budget: &Budget{}, Throttle: &Throttle{}}
+	op := func(context.Context) error { return nil }
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := Do(ctx, p, op); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

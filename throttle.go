@@ -127,19 +127,23 @@ func (t *Throttle) Record(accepted bool) {
 // clock reading.
 func (t *Throttle) Probability() float64 {
 	requests, accepts := t.w.counts()
-	if requests <= 0 {
+	excess := float64(requests) - t.kValue()*float64(accepts)
+	if excess <= 0 {
 		return 0
 	}
-	k := t.k
+	return excess / float64(requests+1)
+}
+
+func (t *Throttle) kValue() float64 {
 	if !t.set {
-		k = DefaultThrottleK
+		return DefaultThrottleK
 	}
-	p := (float64(requests) - k*float64(accepts)) / float64(requests+1)
-	return max(p, 0)
+	return t.k
 }
 
 func (t *Throttle) allow() bool {
-	if t.Probability() <= 0 {
+	// Fast path, no division: requests ≤ K × accepts means p = 0.
+	if requests, accepts := t.w.counts(); float64(requests) <= t.kValue()*float64(accepts) {
 		return true
 	}
 	t.w.tick(DefaultThrottleWindow) // throttling: make sure the window is current
