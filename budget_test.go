@@ -259,3 +259,39 @@ func BenchmarkDoSuccessBudgetThrottle(b *testing.B) {
 		}
 	}
 }
+
+// TestBudgetSoakAcrossWindows: 200 goroutines over 3 windows of fake time.
+// Over a span T the bound is Ratio × first attempts + MinPerSecond × (T +
+// 2 × Window): each block of 10 slots grants at most its own deposits'
+// share plus one reserve, and a span touches at most T/Window + 2 blocks.
+func TestBudgetSoakAcrossWindows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := NewBudget(BudgetConfig{Ratio: 0.1, MinPerSecond: 5, Window: 10 * time.Second})
+		var calls, dos atomic.Int64
+		p := Policy{Initial: Immediate, MaxAttempts: 3, Budget: b}
+		fail := errors.New("soak: down")
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 200 {
+			wg.Go(func() {
+				for range 150 {
+					dos.Add(1)
+					Do(context.Background(), p, func(context.Context) error { calls.Add(1); return fail })
+					time.Sleep(200 * time.Millisecond)
+				}
+			})
+		}
+		wg.Wait()
+		T := time.Since(start).Seconds()
+		first := dos.Load()
+		retries := calls.Load() - first
+		limit := 0.1*float64(first) + 5*(T+20)
+		t.Logf("T %.0fs, first %d, retries %d, limit %.0f", T, first, retries, limit)
+		if float64(retries) > limit {
+			t.Fatalf("retries %d > %.0f", retries, limit)
+		}
+		if float64(retries) < 0.1*float64(first) {
+			t.Fatalf("retries %d below the ratio's share: budget too strict", retries)
+		}
+	})
+}
