@@ -30,7 +30,8 @@ type Event struct {
 //
 // When op succeeds at the first attempt, Do allocates nothing and reads no
 // clock (a MaxElapsed makes it read the clock once, an AttemptTimeout
-// makes it create the attempt's context).
+// makes it create the attempt's context, and a Budget or Throttle reads the
+// clock once every 64 calls to age its window).
 func Do(ctx context.Context, p Policy, op func(context.Context) error) error {
 	return run(ctx, &p, op)
 }

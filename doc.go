@@ -107,7 +107,8 @@
 // # Performance
 //
 // When the operation succeeds at the first attempt, Do and DoValue allocate
-// nothing and read no clock; they cost about 15 ns more than calling the
+// nothing and read no clock (with a Budget or Throttle set, one clock read
+// every 64 calls); they cost about 15 ns more than calling the
 // operation directly (2-core machine), several times less than the other Go
 // retry libraries. A loop that retries uses at most one timer, created at
 // the first non-zero wait and reused for the others, and allocates nothing
