@@ -116,18 +116,19 @@ type Config struct {
 
 // Request is the record of one request the server received.
 type Request struct {
-	Seq           int      // arrival order, from 0
-	Method        string   // request method
-	Path          string   // URL path
-	Key           string   // Idempotency-Key header, "" when absent
-	ID            string   // RequestIDHeader header, "" when absent
-	Attempt       int      // how many earlier requests had the same identity
-	AttemptHeader string   // value of Config.AttemptHeader, "" when absent or not configured
-	BodyLen       int64    // bytes of request body read
-	BodySHA256    [32]byte // SHA-256 of the request body
-	BodyErr       string   // error reading the body, "" when it was read whole
-	Fault         Fault    // what the server did
-	Replayed      bool     // an idempotent POST answered from the stored response
+	Seq           int       // arrival order, from 0
+	At            time.Time // when the server had read the request body
+	Method        string    // request method
+	Path          string    // URL path
+	Key           string    // Idempotency-Key header, "" when absent
+	ID            string    // RequestIDHeader header, "" when absent
+	Attempt       int       // how many earlier requests had the same identity
+	AttemptHeader string    // value of Config.AttemptHeader, "" when absent or not configured
+	BodyLen       int64     // bytes of request body read
+	BodySHA256    [32]byte  // SHA-256 of the request body
+	BodyErr       string    // error reading the body, "" when it was read whole
+	Fault         Fault     // what the server did
+	Replayed      bool      // an idempotent POST answered from the stored response
 }
 
 // Stats summarises what a Server did.
@@ -236,6 +237,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.last = now
 	rec.Seq = len(s.reqs)
+	rec.At = now
 	rec.Attempt = s.seen[id]
 	s.seen[id]++
 	rec.Fault = s.Decide(id, rec.Attempt)
