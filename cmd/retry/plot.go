@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"image/color"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// checkPlotExt accepts the plot formats written by --out.
+func checkPlotExt(path string) error {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".png", ".svg":
+		return nil
+	}
+	return fmt.Errorf("simulate: --out %q: want a .png or .svg file", path)
+}
+
+// strategyColors are distinct, colour-blind-friendly line colours.
+var strategyColors = []color.RGBA{
+	{0xd5, 0x5e, 0x00, 0xff}, // vermilion
+	{0x00, 0x72, 0xb2, 0xff}, // blue
+	{0x00, 0x9e, 0x73, 0xff}, // green
+	{0xcc, 0x79, 0xa7, 0xff}, // purple
+	{0xe6, 0x9f, 0x00, 0xff}, // orange
+	{0x56, 0xb4, 0xe9, 0xff}, // sky blue
+}
+
+// writePlot draws requests per slot for each strategy on one chart, with
+// the capacity as a dashed line, as PNG or SVG by path's extension.
+func writePlot(path, title string, res []strategyResult) error {
+	if err := checkPlotExt(path); err != nil {
+		return err
+	}
+	p := plot.New()
+	p.Title.Text = title
+	slot := res[0].Result.Slot
+	p.X.Label.Text = "time (s)"
+	p.Y.Label.Text = fmt.Sprintf("requests per %v", slot)
+	p.Add(plotter.NewGrid())
+	longest := 0
+	logY := peakOver(res, 20)
+	for i, r := range res {
+		load := r.Result.Load
+		longest = max(longest, len(load))
+		pts := make(plotter.XYs, len(load))
+		for k, n := range load {
+			pts[k].X = float64(k) * slot.Seconds()
+			pts[k].Y = float64(n)
+			if logY {
+				pts[k].Y = max(pts[k].Y, 1)
+			}
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return fmt.Errorf("simulate: plot: %w", err)
+		}
+		l.Color = strategyColors[i%len(strategyColors)]
+		l.Width = vg.Points(1.2)
+		p.Add(l)
+		p.Legend.Add(r.Name, l)
+	}
+	if c := res[0].Result.Capacity; c > 0 && longest > 0 {
+		cl, err := plotter.NewLine(plotter.XYs{{X: 0, Y: float64(c)}, {X: float64(longest) * slot.Seconds(), Y: float64(c)}})
+		if err != nil {
+			return fmt.Errorf("simulate: plot: %w", err)
+		}
+		cl.Color = color.Black
+		cl.Width = vg.Points(1)
+		cl.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(cl)
+		p.Legend.Add(fmt.Sprintf("capacity (%d)", c), cl)
+	}
+	// A herd is 10-100x capacity while a well-spread retry load sits near
+	// it: a log scale shows both. Empty slots are drawn at 1, the bottom.
+	if logY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Label.Text += " (log scale)"
+		p.Y.Min = 1
+	} else {
+		p.Y.Min = 0
+	}
+	p.Legend.Top = true
+	p.Legend.XOffs = -vg.Points(6)
+	p.Legend.TextStyle.Font.Size = vg.Points(11)
+	p.Legend.Padding = vg.Points(2)
+	if err := p.Save(9*vg.Inch, 4.5*vg.Inch, path); err != nil {
+		return fmt.Errorf("simulate: plot: %w", err)
+	}
+	return nil
+}
+
+// peakOver reports whether some strategy's load exceeds f times the
+// capacity (or 1000 in the contention model).
+func peakOver(res []strategyResult, f float64) bool {
+	limit := 1000.0
+	if c := res[0].Result.Capacity; c > 0 {
+		limit = f * float64(c)
+	}
+	for _, r := range res {
+		for _, n := range r.Result.Load {
+			if float64(n) > limit {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// writeCSVFile writes one row per slot: the start of the slot in seconds,
+// the capacity (empty for the contention model), then requests per slot for
+// each strategy (0 after a strategy's last request).
+func writeCSVFile(path string, res []strategyResult) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("simulate: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	w.WriteString("time_s,capacity")
+	longest := 0
+	for _, r := range res {
+		w.WriteString("," + r.Name)
+		longest = max(longest, len(r.Result.Load))
+	}
+	w.WriteString("\n")
+	slot := res[0].Result.Slot
+	capacity := ""
+	if c := res[0].Result.Capacity; c > 0 {
+		capacity = strconv.Itoa(c)
+	}
+	for k := range longest {
+		w.WriteString(strconv.FormatFloat(float64(k)*slot.Seconds(), 'f', -1, 64))
+		w.WriteString("," + capacity)
+		for _, r := range res {
+			n := 0
+			if k < len(r.Result.Load) {
+				n = r.Result.Load[k]
+			}
+			w.WriteString("," + strconv.Itoa(n))
+		}
+		w.WriteString("\n")
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("simulate: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("simulate: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,344 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/sim"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+// simOptions holds the flags of `retry simulate`.
+type simOptions struct {
+	clients, capacity, trials        int
+	slot, outage, window, retryAfter time.Duration
+	latency, latencySD               time.Duration
+	model, format, compare, out, csv string
+	seed                             uint64
+	initial, maxDelay, maxElapsed    time.Duration
+	multiplier                       float64
+	maxAttempts                      int
+	jitterName                       string
+}
+
+// strategyResult is one row of the comparison.
+type strategyResult struct {
+	Name   string
+	Result sim.Result
+}
+
+// usageError marks a bad command line or scenario: the command exits 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// ExitCode reports 2, the exit status for bad input.
+func (e usageError) ExitCode() int { return 2 }
+
+func newSimulateCmd() *cobra.Command {
+	o := &simOptions{}
+	cmd := &cobra.Command{
+		Use:   "simulate",
+		Short: "Simulate many clients retrying against a shared server",
+		Long: `simulate runs the sim package's discrete-event model: N clients that each need one
+success, following the policy given by the policy flags, against a server that accepts
+--capacity requests per --slot (model capacity, optionally down for --outage), or writing
+one row with optimistic concurrency (model contention, the "Exponential Backoff And
+Jitter" study). With --compare it runs one strategy (jitter) per name and prints one row each.`,
+		Example: `  retry simulate --clients 10000 --capacity 100 --outage 10s --compare none,full,equal,decorrelated --out herd.png
+  retry simulate --model contention --clients 100 --trials 100 --initial 10ms --max-delay 2s --max-attempts -1 --compare full,equal,decorrelated,none`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: false,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runSimulate(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.clients, "clients", 10000, "number of clients, each needing one success")
+	f.IntVar(&o.capacity, "capacity", sim.DefaultCapacity, "requests the server accepts per slot (capacity model)")
+	f.DurationVar(&o.slot, "slot", sim.DefaultSlot, "width of a capacity slot and of one point of the load series")
+	f.DurationVar(&o.outage, "outage", 0, "the server fails every request for this long at the start (capacity model)")
+	f.DurationVar(&o.window, "start-window", 0, "spread the first requests uniformly over this window (0: all at once)")
+	f.DurationVar(&o.retryAfter, "retry-after", 0, "Retry-After carried by failed responses (capacity model; 0: none)")
+	f.StringVar(&o.model, "model", "capacity", "capacity or contention")
+	f.IntVar(&o.trials, "trials", 1, "independent runs averaged")
+	f.DurationVar(&o.latency, "latency", sim.DefaultLatency, "mean one-way message delay (contention model)")
+	f.DurationVar(&o.latencySD, "latency-sd", sim.DefaultLatencySD, "standard deviation of the message delay (contention model)")
+	f.Uint64Var(&o.seed, "seed", 1, "random seed; the same seed gives the same result")
+	f.StringVar(&o.format, "format", "table", "table or json")
+	f.StringVar(&o.compare, "compare", "", "comma-separated strategies to compare: none, full, equal, decorrelated, additive[:MAX], proportional:F (default: the policy's jitter)")
+	f.StringVar(&o.out, "out", "", "write a plot of requests per slot to this .png or .svg file")
+	f.StringVar(&o.csv, "csv", "", "write the requests-per-slot series to this CSV file")
+	// Policy flags (zero means the library default, as in retry.Policy).
+	f.DurationVar(&o.initial, "initial", 0, "wait before the first retry (0: 1s)")
+	f.Float64Var(&o.multiplier, "multiplier", 0, "growth factor per retry (0: 2)")
+	f.DurationVar(&o.maxDelay, "max-delay", 0, "cap on every wait (0: 32s)")
+	f.IntVar(&o.maxAttempts, "max-attempts", 0, "attempts per client including the first (0: 10, -1: unlimited)")
+	f.DurationVar(&o.maxElapsed, "max-elapsed", 0, "time budget per client (0: none)")
+	f.StringVar(&o.jitterName, "jitter", "", "jitter when --compare is not given: none, full, equal, decorrelated, additive[:MAX], proportional:F (default additive:1s)")
+	return cmd
+}
+
+// parseStrategy turns a strategy name into a Jitter.
+func parseStrategy(s string) (retry.Jitter, error) {
+	name, arg, hasArg := strings.Cut(strings.TrimSpace(s), ":")
+	switch {
+	case name == "none" && !hasArg:
+		return retry.NoJitter, nil
+	case name == "full" && !hasArg:
+		return retry.FullJitter, nil
+	case name == "equal" && !hasArg:
+		return retry.EqualJitter, nil
+	case name == "decorrelated" && !hasArg:
+		return retry.DecorrelatedJitter, nil
+	case name == "additive":
+		if !hasArg {
+			return retry.AdditiveJitter(retry.DefaultJitterMax), nil
+		}
+		d, err := time.ParseDuration(arg)
+		if err != nil || d < 0 {
+			return retry.Jitter{}, fmt.Errorf("bad additive maximum %q in strategy %q", arg, s)
+		}
+		return retry.AdditiveJitter(d), nil
+	case name == "proportional" && hasArg:
+		var f float64
+		if _, err := fmt.Sscan(arg, &f); err != nil || !(f >= 0 && f <= 1) {
+			return retry.Jitter{}, fmt.Errorf("bad proportional fraction %q in strategy %q (want 0..1)", arg, s)
+		}
+		return retry.ProportionalJitter(f), nil
+	}
+	return retry.Jitter{}, fmt.Errorf("unknown strategy %q (want none, full, equal, decorrelated, additive[:MAX] or proportional:F)", s)
+}
+
+// scenarios builds one Scenario per strategy, or a usageError.
+func (o *simOptions) scenarios(jitterFlag string) ([]string, []sim.Scenario, error) {
+	bad := func(format string, a ...any) error { return usageError{fmt.Errorf("simulate: "+format, a...)} }
+	model, err := sim.ParseModel(o.model)
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	switch {
+	case o.format != "table" && o.format != "json":
+		return nil, nil, bad("unknown --format %q (want table or json)", o.format)
+	case o.clients <= 0:
+		return nil, nil, bad("--clients %d must be positive", o.clients)
+	case o.capacity <= 0:
+		return nil, nil, bad("--capacity %d must be positive", o.capacity)
+	case o.slot <= 0:
+		return nil, nil, bad("--slot %v must be positive", o.slot)
+	case o.trials <= 0:
+		return nil, nil, bad("--trials %d must be positive", o.trials)
+	}
+	if o.out != "" {
+		if err := checkPlotExt(o.out); err != nil {
+			return nil, nil, usageError{err}
+		}
+	}
+	names := strings.Split(o.compare, ",")
+	if o.compare == "" {
+		names = []string{jitterFlag}
+		if jitterFlag == "" {
+			names = []string{"additive"}
+		}
+	}
+	var scs []sim.Scenario
+	seen := map[string]bool{}
+	for i, n := range names {
+		n = strings.TrimSpace(n)
+		names[i] = n
+		j, err := parseStrategy(n)
+		if err != nil {
+			return nil, nil, bad("%v", err)
+		}
+		if seen[n] {
+			return nil, nil, bad("strategy %q given twice", n)
+		}
+		seen[n] = true
+		s := sim.Scenario{
+			Model: model, Clients: o.clients, Capacity: o.capacity, Slot: o.slot, Outage: o.outage,
+			StartWindow: o.window, RetryAfter: o.retryAfter, Latency: o.latency, LatencySD: o.latencySD,
+			Trials: o.trials, Seed: o.seed,
+			Policy: retry.Policy{Initial: o.initial, Multiplier: o.multiplier, MaxDelay: o.maxDelay,
+				MaxAttempts: o.maxAttempts, MaxElapsed: o.maxElapsed, Jitter: j},
+		}
+		if err := s.Policy.Validate(); err != nil {
+			return nil, nil, usageError{fmt.Errorf("simulate: %w", err)}
+		}
+		scs = append(scs, s)
+	}
+	return names, scs, nil
+}
+
+func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	names, scs, err := o.scenarios(o.jitterFlag())
+	if err != nil {
+		return err
+	}
+	prog := newProgress(stderr, int64(len(scs))*int64(o.clients)*int64(o.trials))
+	var res []strategyResult
+	for i, s := range scs {
+		base := int64(i) * int64(o.clients) * int64(o.trials)
+		s.Progress = func(done, _ int64) { prog.update(base + done) }
+		r, err := sim.Run(ctx, s)
+		if err != nil {
+			prog.clear()
+			if errors.Is(err, sim.ErrScenario) || errors.Is(err, retry.ErrInvalidPolicy) {
+				return usageError{err}
+			}
+			return err
+		}
+		res = append(res, strategyResult{names[i], r})
+	}
+	prog.clear()
+	if o.format == "json" {
+		err = writeJSON(stdout, res)
+	} else {
+		err = writeTable(stdout, res)
+	}
+	if err != nil {
+		return err
+	}
+	if o.csv != "" {
+		if err := writeCSVFile(o.csv, res); err != nil {
+			return err
+		}
+	}
+	if o.out != "" {
+		title := fmt.Sprintf("%d clients, capacity %d per %v", o.clients, o.capacity, o.slot)
+		if o.outage > 0 {
+			title += fmt.Sprintf(", outage %v", o.outage)
+		}
+		if scs[0].Model == sim.Contention {
+			title = fmt.Sprintf("%d clients writing one row (contention), writes per %v", o.clients, o.slot)
+		}
+		if err := writePlot(o.out, title, res); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *simOptions) jitterFlag() string { return o.jitterName }
+
+func ms(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
+
+type jsonRow struct {
+	Strategy           string   `json:"strategy"`
+	Model              string   `json:"model"`
+	Clients            int      `json:"clients"`
+	Trials             int      `json:"trials"`
+	Requests           float64  `json:"requests"`
+	Succeeded          float64  `json:"succeeded"`
+	GaveUp             float64  `json:"gave_up"`
+	RequestsPerSuccess *float64 `json:"requests_per_success"`
+	P50                float64  `json:"completion_p50_ms"`
+	P99                float64  `json:"completion_p99_ms"`
+	Max                float64  `json:"completion_max_ms"`
+	PeakLoad           float64  `json:"peak_load"`
+	Capacity           int      `json:"capacity,omitempty"`
+	SlotMS             float64  `json:"slot_ms"`
+}
+
+func writeJSON(w io.Writer, res []strategyResult) error {
+	rows := make([]jsonRow, 0, len(res))
+	for _, r := range res {
+		x := r.Result
+		var rps *float64
+		if !math.IsInf(x.RequestsPerSuccess, 0) {
+			v := x.RequestsPerSuccess
+			rps = &v
+		}
+		model := "capacity"
+		if x.Capacity == 0 {
+			model = "contention"
+		}
+		rows = append(rows, jsonRow{r.Name, model, x.Clients, x.Trials, x.Requests, x.Succeeded, x.GaveUp, rps,
+			ms(x.CompletionP50), ms(x.CompletionP99), ms(x.CompletionMax), x.PeakLoad, x.Capacity, ms(x.Slot)})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rows)
+}
+
+func writeTable(w io.Writer, res []strategyResult) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "strategy\trequests\treq/success\tsucceeded\tgave up\tp50\tp99\tmax\tpeak/slot\t")
+	for _, r := range res {
+		x := r.Result
+		rps := "-"
+		if !math.IsInf(x.RequestsPerSuccess, 0) {
+			rps = fmt.Sprintf("%.2f", x.RequestsPerSuccess)
+		}
+		peak := fmt.Sprintf("%.0f", x.PeakLoad)
+		if x.Capacity > 0 {
+			peak = fmt.Sprintf("%.0f (%.1fx)", x.PeakLoad, x.PeakLoad/float64(x.Capacity))
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.0f\t%.0f\t%v\t%v\t%v\t%s\t\n", r.Name, x.Requests, rps, x.Succeeded, x.GaveUp,
+			roundDur(x.CompletionP50), roundDur(x.CompletionP99), roundDur(x.CompletionMax), peak)
+	}
+	return tw.Flush()
+}
+
+func roundDur(d time.Duration) time.Duration {
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(100 * time.Millisecond)
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond)
+	}
+	return d.Round(time.Millisecond)
+}
+
+// progress draws a bar on stderr when it is a terminal and the run has
+// lasted over a second.
+type progress struct {
+	w     io.Writer
+	on    bool
+	start time.Time
+	total int64
+	shown bool
+	last  int
+}
+
+func newProgress(w io.Writer, total int64) *progress {
+	p := &progress{w: w, total: total, start: time.Now()}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.on = true
+	}
+	return p
+}
+
+func (p *progress) update(done int64) {
+	if !p.on || p.total <= 0 || time.Since(p.start) < time.Second {
+		return
+	}
+	pct := int(100 * done / p.total)
+	if p.shown && pct == p.last {
+		return
+	}
+	p.shown, p.last = true, pct
+	n := pct * 30 / 100
+	fmt.Fprintf(p.w, "\rsimulating [%s%s] %3d%%", strings.Repeat("#", n), strings.Repeat(".", 30-n), pct)
+}
+
+func (p *progress) clear() {
+	if p.shown {
+		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", 48))
+		p.shown = false
+	}
+}
