@@ -182,16 +182,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !c.sent && req.Body != nil {
 		req.Body.Close()
 	}
-	var se *statusError
 	var re *retry.Error
 	errors.As(err, &re)
-	if errors.As(err, &se) && c.last == se.resp && (re == nil || re.Reason != retry.ReasonContext) {
-		// Gave up on a retryable status: hand back the server's answer.
+	if c.last != nil && (re == nil || re.Reason != retry.ReasonContext) {
+		// Gave up after a retryable status (perhaps followed by attempts a
+		// Throttle rejected): hand back the server's last answer.
 		exhausted := c.n > 1 || c.exhaust || re != nil && re.Reason != retry.ReasonPermanent
 		if exhausted {
 			markTracker(ctx)
 		}
-		return c.mark(se.resp, exhausted), nil
+		return c.mark(c.last, exhausted), nil
 	}
 	if c.last != nil {
 		discard(c.last)
