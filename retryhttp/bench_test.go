@@ -66,3 +66,21 @@ func BenchmarkPut8MiB503x2(b *testing.B) {
 		}
 	}
 }
+
+type okRT struct{ resp http.Response }
+
+func (r *okRT) RoundTrip(*http.Request) (*http.Response, error) { return &r.resp, nil }
+
+// BenchmarkOverhead measures what the Transport itself adds on a success
+// at the first attempt, over an in-memory RoundTripper.
+func BenchmarkOverhead(b *testing.B) {
+	rt := &okRT{resp: http.Response{StatusCode: 200, Body: http.NoBody}}
+	tr := &retryhttp.Transport{Base: rt}
+	req, _ := http.NewRequest("GET", "http://127.0.0.1/", nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := tr.RoundTrip(req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
