@@ -25,10 +25,7 @@ type simOptions struct {
 	latency, latencySD               time.Duration
 	model, format, compare, out, csv string
 	seed                             uint64
-	initial, maxDelay, maxElapsed    time.Duration
-	multiplier                       float64
-	maxAttempts                      int
-	jitterName                       string
+	policy                           *policyFlags // shared policy flags (policyflags.go)
 }
 
 // strategyResult is one row of the comparison.
@@ -57,10 +54,10 @@ success, following the policy given by the policy flags, against a server that a
 one row with optimistic concurrency (model contention, the "Exponential Backoff And
 Jitter" study). With --compare it runs one strategy (jitter) per name and prints one row each.`,
 		Example: `  retry simulate --clients 10000 --capacity 100 --outage 10s --compare none,full,equal,decorrelated --out herd.png
-  retry simulate --model contention --clients 100 --trials 100 --initial 10ms --max-delay 2s --max-attempts -1 --compare full,equal,decorrelated,none`,
+  retry simulate --model contention --clients 100 --trials 100 --initial 10ms --max-delay 2s --attempts -1 --compare full,equal,decorrelated,none`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
-		SilenceErrors: false,
+		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runSimulate(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
@@ -81,49 +78,22 @@ Jitter" study). With --compare it runs one strategy (jitter) per name and prints
 	f.StringVar(&o.compare, "compare", "", "comma-separated strategies to compare: none, full, equal, decorrelated, additive[:MAX], proportional:F (default: the policy's jitter)")
 	f.StringVar(&o.out, "out", "", "write a plot of requests per slot to this .png or .svg file")
 	f.StringVar(&o.csv, "csv", "", "write the requests-per-slot series to this CSV file")
-	// Policy flags (zero means the library default, as in retry.Policy).
-	f.DurationVar(&o.initial, "initial", 0, "wait before the first retry (0: 1s)")
-	f.Float64Var(&o.multiplier, "multiplier", 0, "growth factor per retry (0: 2)")
-	f.DurationVar(&o.maxDelay, "max-delay", 0, "cap on every wait (0: 32s)")
-	f.IntVar(&o.maxAttempts, "max-attempts", 0, "attempts per client including the first (0: 10, -1: unlimited)")
-	f.DurationVar(&o.maxElapsed, "max-elapsed", 0, "time budget per client (0: none)")
-	f.StringVar(&o.jitterName, "jitter", "", "jitter when --compare is not given: none, full, equal, decorrelated, additive[:MAX], proportional:F (default additive:1s)")
+	o.policy = addPolicyFlags(cmd)
 	return cmd
 }
 
-// parseStrategy turns a strategy name into a Jitter.
+// parseStrategy turns a --compare name into a Jitter; it accepts what
+// --jitter does (parseJitter in policyflags.go).
 func parseStrategy(s string) (retry.Jitter, error) {
-	name, arg, hasArg := strings.Cut(strings.TrimSpace(s), ":")
-	switch {
-	case name == "none" && !hasArg:
-		return retry.NoJitter, nil
-	case name == "full" && !hasArg:
-		return retry.FullJitter, nil
-	case name == "equal" && !hasArg:
-		return retry.EqualJitter, nil
-	case name == "decorrelated" && !hasArg:
-		return retry.DecorrelatedJitter, nil
-	case name == "additive":
-		if !hasArg {
-			return retry.AdditiveJitter(retry.DefaultJitterMax), nil
-		}
-		d, err := time.ParseDuration(arg)
-		if err != nil || d < 0 {
-			return retry.Jitter{}, fmt.Errorf("bad additive maximum %q in strategy %q", arg, s)
-		}
-		return retry.AdditiveJitter(d), nil
-	case name == "proportional" && hasArg:
-		var f float64
-		if _, err := fmt.Sscan(arg, &f); err != nil || !(f >= 0 && f <= 1) {
-			return retry.Jitter{}, fmt.Errorf("bad proportional fraction %q in strategy %q (want 0..1)", arg, s)
-		}
-		return retry.ProportionalJitter(f), nil
+	j, err := parseJitter(strings.TrimSpace(s))
+	if err != nil {
+		return retry.Jitter{}, fmt.Errorf("unknown strategy %q: %v", s, err)
 	}
-	return retry.Jitter{}, fmt.Errorf("unknown strategy %q (want none, full, equal, decorrelated, additive[:MAX] or proportional:F)", s)
+	return j, nil
 }
 
 // scenarios builds one Scenario per strategy, or a usageError.
-func (o *simOptions) scenarios(jitterFlag string) ([]string, []sim.Scenario, error) {
+func (o *simOptions) scenarios() ([]string, []sim.Scenario, error) {
 	bad := func(format string, a ...any) error { return usageError{fmt.Errorf("simulate: "+format, a...)} }
 	model, err := sim.ParseModel(o.model)
 	if err != nil {
@@ -146,12 +116,13 @@ func (o *simOptions) scenarios(jitterFlag string) ([]string, []sim.Scenario, err
 			return nil, nil, usageError{err}
 		}
 	}
+	p, err := o.policy.policy()
+	if err != nil {
+		return nil, nil, err
+	}
 	names := strings.Split(o.compare, ",")
 	if o.compare == "" {
-		names = []string{jitterFlag}
-		if jitterFlag == "" {
-			names = []string{"additive"}
-		}
+		names = []string{p.Jitter.String()}
 	}
 	var scs []sim.Scenario
 	seen := map[string]bool{}
@@ -160,7 +131,7 @@ func (o *simOptions) scenarios(jitterFlag string) ([]string, []sim.Scenario, err
 		names[i] = n
 		j, err := parseStrategy(n)
 		if err != nil {
-			return nil, nil, bad("%v", err)
+			return nil, nil, bad("--compare: %v", err)
 		}
 		if seen[n] {
 			return nil, nil, bad("strategy %q given twice", n)
@@ -170,9 +141,9 @@ func (o *simOptions) scenarios(jitterFlag string) ([]string, []sim.Scenario, err
 			Model: model, Clients: o.clients, Capacity: o.capacity, Slot: o.slot, Outage: o.outage,
 			StartWindow: o.window, RetryAfter: o.retryAfter, Latency: o.latency, LatencySD: o.latencySD,
 			Trials: o.trials, Seed: o.seed,
-			Policy: retry.Policy{Initial: o.initial, Multiplier: o.multiplier, MaxDelay: o.maxDelay,
-				MaxAttempts: o.maxAttempts, MaxElapsed: o.maxElapsed, Jitter: j},
+			Policy: p,
 		}
+		s.Policy.Jitter = j
 		if err := s.Policy.Validate(); err != nil {
 			return nil, nil, usageError{fmt.Errorf("simulate: %w", err)}
 		}
@@ -185,7 +156,7 @@ func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) e
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	names, scs, err := o.scenarios(o.jitterFlag())
+	names, scs, err := o.scenarios()
 	if err != nil {
 		return err
 	}
@@ -232,8 +203,6 @@ func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) e
 	}
 	return nil
 }
-
-func (o *simOptions) jitterFlag() string { return o.jitterName }
 
 func ms(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
 

@@ -23,7 +23,7 @@ func simulate(t *testing.T, args ...string) (stdout, stderr string, err error) {
 }
 
 func TestSimulateTable(t *testing.T) {
-	out, _, err := simulate(t, "--clients", "2000", "--capacity", "50", "--outage", "5s", "--max-attempts", "-1",
+	out, _, err := simulate(t, "--clients", "2000", "--capacity", "50", "--outage", "5s", "--attempts", "-1",
 		"--compare", "none,full,equal,decorrelated,additive")
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +45,7 @@ func TestSimulateTable(t *testing.T) {
 
 func TestSimulateJSON(t *testing.T) {
 	out, _, err := simulate(t, "--model", "contention", "--clients", "100", "--trials", "20", "--initial", "10ms",
-		"--max-delay", "2s", "--max-attempts", "-1", "--compare", "full,none", "--format", "json")
+		"--max-delay", "2s", "--attempts", "-1", "--compare", "full,none", "--format", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,17 +101,17 @@ func TestSimulateFiles(t *testing.T) {
 
 func TestSimulateBadInput(t *testing.T) {
 	for name, args := range map[string][]string{
-		"--clients":  {"--clients", "0"},
-		"--capacity": {"--capacity", "-3"},
-		"strategy":   {"--compare", "full,bogus"},
-		"model":      {"--model", "queue"},
-		"--format":   {"--format", "xml"},
-		"--out":      {"--out", "x.jpg"},
-		"MaxDelay":   {"--initial", "5s", "--max-delay", "1s"},
-		"twice":      {"--compare", "full,full"},
+		"--clients":   {"--clients", "0"},
+		"--capacity":  {"--capacity", "-3"},
+		"strategy":    {"--compare", "full,bogus"},
+		"model":       {"--model", "queue"},
+		"--format":    {"--format", "xml"},
+		"--out":       {"--out", "x.jpg"},
+		"--max-delay": {"--initial", "5s", "--max-delay", "1s"},
+		"twice":       {"--compare", "full,full"},
 	} {
 		_, _, err := simulate(t, args...)
-		var ue usageError
+		var ue interface{ ExitCode() int }
 		if !errors.As(err, &ue) || ue.ExitCode() != 2 {
 			t.Errorf("%s: error %v (%T), want a usage error (exit 2)", name, err, err)
 			continue
