@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/creack/pty"
 )
 
 // simulate runs `retry simulate args...` in-process.
@@ -136,5 +139,35 @@ func TestParseStrategy(t *testing.T) {
 		if _, err := parseStrategy(in); err == nil {
 			t.Errorf("parseStrategy(%q) accepted", in)
 		}
+	}
+}
+
+// The progress bar is drawn only on a terminal, and only after a second.
+func TestProgressBar(t *testing.T) {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Skip("no pty:", err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	p := newProgress(tty, 100)
+	if !p.on {
+		t.Fatal("a pty is not seen as a terminal")
+	}
+	p.update(10) // under a second: nothing
+	if p.shown {
+		t.Fatal("bar drawn before a second had passed")
+	}
+	p.start = p.start.Add(-2 * time.Second)
+	p.update(50)
+	p.clear()
+	buf := make([]byte, 256)
+	n, _ := ptmx.Read(buf)
+	if got := string(buf[:n]); !strings.Contains(got, "simulating [###############...............]  50%") {
+		t.Errorf("bar %q", got)
+	}
+	var b bytes.Buffer
+	if q := newProgress(&b, 100); q.on {
+		t.Error("a buffer is seen as a terminal")
 	}
 }
