@@ -149,7 +149,8 @@ type Result struct {
 	// Load is the number of requests (writes) arriving in each Slot, of
 	// trial 0 only: an exact series whose waves are not smoothed away by
 	// averaging runs with different phases. Load[i] covers
-	// [i*Slot, (i+1)*Slot).
+	// [i*Slot, (i+1)*Slot); it ends at the last slot with a call and is
+	// cut at 2^24 slots (calls later still count everywhere else).
 	Load []int
 }
 
