@@ -1,0 +1,511 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"go.uber.org/goleak"
+)
+
+// retryBin is the binary under test, built once by TestMain.
+var retryBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "retry-cli-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	retryBin = filepath.Join(dir, "retry")
+	if out, err := exec.Command("go", "build", "-o", retryBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+	took           time.Duration
+}
+
+// runRetry runs the binary with args and stdin, within 20 s.
+func runRetry(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, retryBin, args...)
+	cmd.Dir = t.TempDir()
+	cmd.Stdin = strings.NewReader(stdin)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	start := time.Now()
+	err := cmd.Run()
+	r := result{o.String(), e.String(), 0, time.Since(start)}
+	var xe *exec.ExitError
+	switch {
+	case errors.As(err, &xe):
+		r.code = xe.ExitCode()
+	case err != nil:
+		t.Fatalf("retry %q: %v", args, err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("retry %q did not finish in 20s", args)
+	}
+	return r
+}
+
+var fast = []string{"--initial", "10ms", "--jitter", "none"}
+
+func args(a ...[]string) []string {
+	var out []string
+	for _, x := range a {
+		out = append(out, x...)
+	}
+	return out
+}
+
+func TestCommandRetriesUntilSuccess(t *testing.T) {
+	dir := t.TempDir()
+	counter := filepath.Join(dir, "n")
+	script := `n=$(cat "$1" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$1"; echo "try $n"; [ $n -ge 3 ]`
+	r := runRetry(t, "", args(fast, []string{"--", "sh", "-c", script, "sh", counter})...)
+	if r.code != 0 || r.stdout != "try 1\ntry 2\ntry 3\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	want := "retry: attempt 1/10 failed (exit 1); retrying in 10ms\nretry: attempt 2/10 failed (exit 1); retrying in 20ms\n"
+	if r.stderr != want {
+		t.Errorf("stderr %q, want %q (plain lines when not a terminal)", r.stderr, want)
+	}
+}
+
+func TestCommandLastExitStatus(t *testing.T) {
+	r := runRetry(t, "", args(fast, []string{"--attempts", "3", "--", "sh", "-c", "echo out; echo err >&2; exit 3"})...)
+	if r.code != 3 || r.stdout != "out\nout\nout\n" {
+		t.Fatalf("exit %d, stdout %q", r.code, r.stdout)
+	}
+	if strings.Count(r.stderr, "err\n") != 3 || !strings.Contains(r.stderr, "giving up after 3 attempts") {
+		t.Errorf("stderr %q", r.stderr)
+	}
+	// --quiet: only the command's own output.
+	r = runRetry(t, "", args(fast, []string{"-q", "--attempts", "2", "--", "sh", "-c", "echo err >&2; exit 4"})...)
+	if r.code != 4 || r.stderr != "err\nerr\n" {
+		t.Errorf("quiet: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestCommandOnExit(t *testing.T) {
+	r := runRetry(t, "", args(fast, []string{"--on-exit", "4,10-20", "--", "sh", "-c", "echo x; exit 3"})...)
+	if r.code != 3 || r.stdout != "x\n" {
+		t.Errorf("unlisted code: exit %d, stdout %q (want one attempt)", r.code, r.stdout)
+	}
+	r = runRetry(t, "", args(fast, []string{"--on-exit", "4,10-20", "--attempts", "3", "--", "sh", "-c", "echo x; exit 15"})...)
+	if r.code != 15 || r.stdout != "x\nx\nx\n" {
+		t.Errorf("listed code: exit %d, stdout %q (want three attempts)", r.code, r.stdout)
+	}
+}
+
+func TestCommandStdinFirstAttemptOnly(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "in")
+	r := runRetry(t, "payload\n", args(fast, []string{"--attempts", "3", "--", "sh", "-c", `cat >> "$1"; echo . >> "$1"; exit 1`, "sh", out})...)
+	if r.code != 1 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	b, _ := os.ReadFile(out)
+	if string(b) != "payload\n.\n.\n.\n" {
+		t.Errorf("attempts read %q: want the input in the first attempt only", b)
+	}
+}
+
+func TestCommandNotFound(t *testing.T) {
+	r := runRetry(t, "", args(fast, []string{"--", "/nonexistent/tool"})...)
+	if r.code != 127 || strings.Count(r.stderr, "\n") != 1 || strings.Contains(r.stderr, "retrying") {
+		t.Errorf("exit %d, stderr %q: want 127, one line, no retries", r.code, r.stderr)
+	}
+}
+
+// startRetry starts the binary and returns a function that waits for a
+// line containing s on stderr.
+func startRetry(t *testing.T, a ...string) (*exec.Cmd, func(s string), func() result) {
+	t.Helper()
+	cmd := exec.Command(retryBin, a...)
+	var o bytes.Buffer
+	cmd.Stdout = &o
+	pr, pw := io.Pipe()
+	cmd.Stderr = pw
+	var mu sync.Mutex
+	var errBuf strings.Builder
+	seen := make(chan string, 100)
+	go func() {
+		b := make([]byte, 4096)
+		for {
+			n, err := pr.Read(b)
+			mu.Lock()
+			errBuf.Write(b[:n])
+			s := errBuf.String()
+			mu.Unlock()
+			select {
+			case seen <- s:
+			default:
+			}
+			if err != nil {
+				close(seen)
+				return
+			}
+		}
+	}()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	waitFor := func(s string) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case got, ok := <-seen:
+				if strings.Contains(got, s) {
+					return
+				}
+				if !ok {
+					t.Fatalf("stderr ended without %q: %q", s, got)
+				}
+			case <-deadline:
+				cmd.Process.Kill()
+				t.Fatalf("no %q on stderr within 10s", s)
+			}
+		}
+	}
+	finish := func() result {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Fatal("retry did not exit within 10s")
+		}
+		pw.Close()
+		for range seen {
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		r := result{stdout: o.String(), stderr: errBuf.String(), took: time.Since(start)}
+		var xe *exec.ExitError
+		if errors.As(err, &xe) {
+			r.code = xe.ExitCode()
+		}
+		return r
+	}
+	return cmd, waitFor, finish
+}
+
+func TestSignalDuringWait(t *testing.T) {
+	for _, c := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
+		t.Run(c.sig.String(), func(t *testing.T) {
+			cmd, waitFor, finish := startRetry(t, "--initial", "30s", "--jitter", "none", "--", "sh", "-c", "exit 1")
+			waitFor("retrying in 30s")
+			sent := time.Now()
+			cmd.Process.Signal(c.sig)
+			r := finish()
+			if r.code != c.code {
+				t.Errorf("exit %d, want %d; stderr %q", r.code, c.code, r.stderr)
+			}
+			if took := time.Since(sent); took > 2*time.Second {
+				t.Errorf("took %v to exit after the signal", took)
+			}
+		})
+	}
+}
+
+func TestSignalForwardedToCommand(t *testing.T) {
+	cmd, waitFor, finish := startRetry(t, "-v", "--initial", "10ms", "--", "sleep", "30")
+	waitFor("attempt 1: running sleep 30")
+	time.Sleep(50 * time.Millisecond) // let the child start sleeping
+	cmd.Process.Signal(syscall.SIGTERM)
+	r := finish()
+	if r.code != 128+int(syscall.SIGTERM) || strings.Contains(r.stderr, "retrying") {
+		t.Errorf("exit %d, stderr %q: want 143 (child killed by SIGTERM) and no retry", r.code, r.stderr)
+	}
+	if r.took > 5*time.Second {
+		t.Errorf("took %v: the child did not get the signal", r.took)
+	}
+}
+
+func TestCountdownOnTerminal(t *testing.T) {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	defer ptmx.Close()
+	cmd := exec.Command(retryBin, "--initial", "450ms", "--jitter", "none", "--attempts", "2", "--", "sh", "-c", "exit 5")
+	cmd.Stderr = tty
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tty.Close()
+	var out bytes.Buffer
+	copied := make(chan struct{})
+	go func() { io.Copy(&out, ptmx); close(copied) }() // ends with EIO when the child exits
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("no exit within 10s")
+	}
+	<-copied
+	var xe *exec.ExitError
+	if !errors.As(err, &xe) || xe.ExitCode() != 5 {
+		t.Fatalf("exit %v, want 5", err)
+	}
+	s := out.String()
+	frames := strings.Count(s, "\r\x1b[Kretry: attempt 1/2 failed (exit 5); retrying in ")
+	if frames < 3 || !strings.Contains(s, "retrying in 450ms") || !strings.Contains(s, "; waited ") {
+		t.Errorf("%d countdown frames in %q: want the line rewritten in place, ending with the time waited", frames, s)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--bogus", "--", "true"}, "--bogus"},
+		{[]string{"true"}, `"true"`},
+		{[]string{}, "no command"},
+		{[]string{"--"}, "no command"},
+		{[]string{"--initial", "5x", "--", "true"}, `"5x"`},
+		{[]string{"--multiplier", "0.5", "--", "true"}, "--multiplier 0.5"},
+		{[]string{"--attempts", "0", "--", "true"}, "--attempts 0"},
+		{[]string{"--jitter", "wobbly", "--", "true"}, `--jitter "wobbly"`},
+		{[]string{"--jitter", "proportional:2", "--", "true"}, `--jitter "proportional:2"`},
+		{[]string{"--preset", "azure", "--", "true"}, `--preset "azure"`},
+		{[]string{"--initial", "5s", "--max-delay", "1s", "--", "true"}, "--max-delay 1s is below --initial 5s"},
+		{[]string{"--on-exit", "0", "--", "true"}, `--on-exit "0"`},
+		{[]string{"--log-format", "xml", "--", "true"}, `--log-format "xml"`},
+		{[]string{"http", "example.com/x"}, `URL "example.com/x"`},
+		{[]string{"http", "ftp://127.0.0.1/x"}, `URL "ftp://127.0.0.1/x"`},
+		{[]string{"http", "--data-file", "/nonexistent/body", "http://127.0.0.1:1/"}, `--data-file "/nonexistent/body"`},
+		{[]string{"http", "-H", "NoColon", "http://127.0.0.1:1/"}, `-H "NoColon"`},
+		{[]string{"http"}, "one URL"},
+		{[]string{"schedule", "--format", "yaml"}, `--format "yaml"`},
+		{[]string{"schedule", "--samples", "0"}, "--samples 0"},
+		{[]string{"schedule", "--max-delay", "-1s"}, "--max-delay -1s"},
+	} {
+		r := runRetry(t, "", c.args...)
+		if r.code != 2 || r.stdout != "" || strings.Count(r.stderr, "\n") != 1 ||
+			!strings.HasPrefix(r.stderr, "retry: ") || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("retry %q: exit %d, stdout %q, stderr %q; want exit 2 and one line naming %s", c.args, r.code, r.stdout, r.stderr, c.want)
+		}
+	}
+}
+
+func TestSchedule(t *testing.T) {
+	r := runRetry(t, "", "schedule", "--jitter", "none", "--initial", "1s", "--multiplier", "2", "--max-delay", "4s", "--attempts", "5")
+	want := `  retry  min  max  sample  cumulative max
+      1   1s   1s      1s              1s
+      2   2s   2s      2s              3s
+      3   4s   4s      4s              7s
+      4   4s   4s      4s             11s
+`
+	if r.code != 0 || r.stdout != want {
+		t.Errorf("exit %d, table:\n%s\nwant:\n%s", r.code, r.stdout, want)
+	}
+	// Explicit flags override the preset: aws is 3 attempts, full jitter.
+	r = runRetry(t, "", "schedule", "--preset", "aws", "--attempts", "4", "--samples", "3", "--seed", "7", "--format", "json")
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || len(rows) != 3 {
+		t.Fatalf("exit %d, %v, json %s", r.code, err, r.stdout)
+	}
+	cum := 0.0
+	for i, row := range rows {
+		lo, hi, s := row["min_ms"].(float64), row["max_ms"].(float64), row["sample_ms"].(float64)
+		cum += hi
+		if row["retry"] != float64(i+1) || lo != 0 || hi != 50*float64(int(1)<<i) || s < lo || s > hi ||
+			row["cumulative_max_ms"] != cum || len(row["samples_ms"].([]any)) != 3 {
+			t.Errorf("row %d: %v", i, row)
+		}
+	}
+	again := runRetry(t, "", "schedule", "--preset", "aws", "--attempts", "4", "--samples", "3", "--seed", "7", "--format", "json")
+	other := runRetry(t, "", "schedule", "--preset", "aws", "--attempts", "4", "--samples", "3", "--seed", "8", "--format", "json")
+	if again.stdout != r.stdout || other.stdout == r.stdout {
+		t.Error("--seed: the same seed must give the same samples, another seed others")
+	}
+}
+
+// flaky is a loopback server that fails the first `fail` requests with
+// status and then answers 200, recording every request.
+type flaky struct {
+	mu     sync.Mutex
+	fail   int
+	status int
+	bodies []string
+	keys   []string
+}
+
+func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.bodies = append(f.bodies, string(b))
+	f.keys = append(f.keys, r.Header.Get("Idempotency-Key"))
+	n := len(f.bodies)
+	f.mu.Unlock()
+	if n <= f.fail {
+		http.Error(w, "try later", f.status)
+		return
+	}
+	fmt.Fprintf(w, "ok %s %s", r.Method, b)
+}
+
+func (f *flaky) snapshot() ([]string, []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.bodies...), append([]string(nil), f.keys...)
+}
+
+func TestHTTPGetRetried(t *testing.T) {
+	f := &flaky{fail: 2, status: http.StatusServiceUnavailable}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	out := filepath.Join(t.TempDir(), "body")
+	r := runRetry(t, "", args(fast, []string{"http", "-H", "X-Test: 1", "-o", out, srv.URL + "/x"})...)
+	b, _ := os.ReadFile(out)
+	if r.code != 0 || string(b) != "ok GET " || r.stdout != "" {
+		t.Fatalf("exit %d, file %q, stdout %q, stderr %q", r.code, b, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "attempt 1/10 failed (503 Service Unavailable); retrying in 10ms") ||
+		!strings.Contains(r.stderr, "200 OK (3 attempts") {
+		t.Errorf("stderr %q", r.stderr)
+	}
+}
+
+func TestHTTPPostWithoutKeySentOnce(t *testing.T) {
+	f := &flaky{fail: 1, status: http.StatusServiceUnavailable}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	r := runRetry(t, "", args(fast, []string{"http", "-d", "amount=10", srv.URL})...)
+	bodies, _ := f.snapshot()
+	if r.code != 22 || len(bodies) != 1 || bodies[0] != "amount=10" {
+		t.Errorf("exit %d, server saw %q, stderr %q: want one request and exit 22", r.code, bodies, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "503 Service Unavailable (1 attempt") {
+		t.Errorf("stderr %q", r.stderr)
+	}
+}
+
+func TestHTTPPostWithAutoKeyRetried(t *testing.T) {
+	f := &flaky{fail: 2, status: http.StatusBadGateway}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	r := runRetry(t, "", args(fast, []string{"http", "-X", "POST", "-d", `{"n":1}`, "--idempotency-key", "auto", srv.URL})...)
+	bodies, keys := f.snapshot()
+	if r.code != 0 || r.stdout != `ok POST {"n":1}` || len(bodies) != 3 {
+		t.Fatalf("exit %d, stdout %q, %d requests, stderr %q", r.code, r.stdout, len(bodies), r.stderr)
+	}
+	uuid := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	for i := range bodies {
+		if bodies[i] != `{"n":1}` || keys[i] != keys[0] || !uuid.MatchString(keys[i]) {
+			t.Errorf("request %d: body %q key %q (first key %q)", i, bodies[i], keys[i], keys[0])
+		}
+	}
+	r2 := runRetry(t, "", "http", "--idempotency-key", "auto", "-d", "x", srv.URL)
+	_, keys = f.snapshot()
+	if r2.code != 0 || keys[len(keys)-1] == keys[0] {
+		t.Errorf("a second run reused the key %q", keys[0])
+	}
+}
+
+func TestHTTPExitCodes(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	r := runRetry(t, "", args(fast, []string{"http", srv.URL})...)
+	if r.code != 22 || !strings.Contains(r.stdout, "404 page not found") || strings.Contains(r.stderr, "retrying") {
+		t.Errorf("404: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	url := srv.URL
+	srv.Close()
+	r = runRetry(t, "", args(fast, []string{"http", "--attempts", "2", url})...)
+	if r.code != 7 || !strings.Contains(r.stderr, "connection refused") || strings.Count(r.stderr, "\n") != 2 {
+		t.Errorf("refused: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestHTTPJSONLog(t *testing.T) {
+	f := &flaky{fail: 1, status: http.StatusTooManyRequests}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	r := runRetry(t, "", args(fast, []string{"http", "--log-format", "json", srv.URL})...)
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if r.code != 0 || len(lines) != 2 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	var ev map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &ev); err != nil || ev["msg"] != "retrying" || ev["attempt"] != 1.0 ||
+		ev["failure"] != "429 Too Many Requests" || ev["delay_ms"] != 10.0 {
+		t.Errorf("%v: %s", err, lines[0])
+	}
+}
+
+func TestDemo(t *testing.T) {
+	r := runRetry(t, "", args(fast, []string{"demo"})...)
+	if r.code != 0 || r.stdout != "hello from the retry demo server\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	for _, s := range []string{"503 Service Unavailable", "429 Too Many Requests", "Retry-After: 1", "200 OK (3 attempts"} {
+		if !strings.Contains(r.stderr, s) {
+			t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
+		}
+	}
+	if r.took < time.Second || r.took > 5*time.Second {
+		t.Errorf("took %v: Retry-After 1 must be honoured, and quickly", r.took)
+	}
+}
+
+func TestVersionAndCompletion(t *testing.T) {
+	r := runRetry(t, "", "version")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "retry devel (go") {
+		t.Errorf("version: exit %d, %q", r.code, r.stdout)
+	}
+	r = runRetry(t, "", "completion", "bash")
+	if r.code != 0 || !strings.Contains(r.stdout, "bash completion") {
+		t.Errorf("completion: exit %d, %.200q", r.code, r.stdout)
+	}
+	r = runRetry(t, "", "http", "--help")
+	if r.code != 0 || !strings.Contains(r.stdout, "--idempotency-key") || !strings.Contains(r.stdout, "22") {
+		t.Errorf("help: exit %d", r.code)
+	}
+}

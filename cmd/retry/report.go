@@ -1,0 +1,167 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/retrykit/retry"
+	"golang.org/x/term"
+)
+
+// reporter prints what the retry loop does on stderr: a live countdown
+// rewritten in place when stderr is a terminal (text format), plain lines
+// otherwise, or slog JSON objects with --log-format json.
+type reporter struct {
+	w       io.Writer
+	tty     bool
+	quiet   bool
+	verbose bool
+	log     *slog.Logger // json format only
+
+	mu   sync.Mutex
+	stop chan struct{} // closes the running countdown
+	done chan struct{} // closed when the countdown has erased its line
+}
+
+func newReporter(w io.Writer, pf *policyFlags) *reporter {
+	r := &reporter{w: w, quiet: pf.quiet, verbose: pf.verbose}
+	if pf.logFormat == "json" {
+		level := slog.LevelInfo
+		if pf.verbose {
+			level = slog.LevelDebug
+		}
+		r.log = slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+		return r
+	}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) && os.Getenv("TERM") != "dumb" {
+		r.tty = true
+	}
+	return r
+}
+
+// attemptLabel is "attempt 3/10" or "attempt 3" when unlimited.
+func attemptLabel(n, max int) string {
+	if max == retry.Unlimited {
+		return "attempt " + strconv.Itoa(n)
+	}
+	return "attempt " + strconv.Itoa(n) + "/" + strconv.Itoa(max)
+}
+
+// fmtWait rounds a wait for display: 3.4s, 250ms, 0s.
+func fmtWait(d time.Duration) string {
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(time.Second).String()
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// retrying reports that an attempt failed (what says how) and that a wait
+// of ev.Delay starts. It returns at once.
+func (r *reporter) retrying(ev retry.Event, what string) {
+	r.endWait()
+	if r.quiet {
+		return
+	}
+	label := attemptLabel(ev.Attempt, ev.MaxAttempts)
+	if r.log != nil {
+		r.log.Info("retrying", "attempt", ev.Attempt, "max_attempts", ev.MaxAttempts,
+			"failure", what, "delay_ms", ev.Delay.Milliseconds(), "elapsed_ms", ev.Elapsed.Milliseconds())
+		return
+	}
+	if !r.tty || ev.Delay <= 0 {
+		fmt.Fprintf(r.w, "retry: %s failed (%s); retrying in %s\n", label, what, fmtWait(ev.Delay))
+		return
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	r.mu.Lock()
+	r.stop, r.done = stop, done
+	r.mu.Unlock()
+	end := time.Now().Add(ev.Delay)
+	draw := func() {
+		left := max(time.Until(end), 0)
+		fmt.Fprintf(r.w, "\r\x1b[Kretry: %s failed (%s); retrying in %s", label, what, fmtWait(left))
+	}
+	draw()
+	go func() {
+		defer close(done)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				// Keep a record of the wait in the scrollback.
+				fmt.Fprintf(r.w, "\r\x1b[Kretry: %s failed (%s); waited %s\n", label, what, fmtWait(ev.Delay-max(time.Until(end), 0)))
+				return
+			case <-t.C:
+				draw()
+			}
+		}
+	}()
+}
+
+// endWait stops a running countdown and waits until its line is final.
+func (r *reporter) endWait() {
+	r.mu.Lock()
+	stop, done := r.stop, r.done
+	r.stop, r.done = nil, nil
+	r.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+	}
+}
+
+// infof prints a line only with --verbose.
+func (r *reporter) infof(format string, a ...any) {
+	if !r.verbose {
+		return
+	}
+	r.endWait()
+	msg := fmt.Sprintf(format, a...)
+	if r.log != nil {
+		r.log.Debug(msg)
+		return
+	}
+	fmt.Fprintln(r.w, "retry: "+msg)
+}
+
+// noticef prints a line unless --quiet.
+func (r *reporter) noticef(format string, a ...any) {
+	r.endWait()
+	if r.quiet {
+		return
+	}
+	msg := fmt.Sprintf(format, a...)
+	if r.log != nil {
+		r.log.Info(msg)
+		return
+	}
+	fmt.Fprintln(r.w, "retry: "+msg)
+}
+
+// describe summarises a policy for --verbose.
+func describe(p retry.Policy) string {
+	attempts := "unlimited"
+	if n := p.MaxAttempts; n > 0 {
+		attempts = strconv.Itoa(n)
+	} else if n == 0 {
+		attempts = strconv.Itoa(retry.DefaultMaxAttempts)
+	}
+	lo, hi := p.Bounds(0)
+	s := fmt.Sprintf("policy: %s attempts, jitter %v, first wait %s..%s", attempts, p.Jitter, fmtWait(lo), fmtWait(hi))
+	if p.MaxElapsed > 0 {
+		s += ", time budget " + p.MaxElapsed.String()
+	}
+	if p.AttemptTimeout > 0 {
+		s += ", attempt timeout " + p.AttemptTimeout.String()
+	}
+	return s
+}

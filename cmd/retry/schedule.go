@@ -1,0 +1,168 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/retrykit/retry"
+	"github.com/spf13/cobra"
+)
+
+// unlimitedRows is how many retries schedule prints for a policy without
+// an attempt limit or time budget.
+const unlimitedRows = 50
+
+type scheduleRow struct {
+	Retry           int       `json:"retry"`
+	MinMS           float64   `json:"min_ms"`
+	MaxMS           float64   `json:"max_ms"`
+	SampleMS        float64   `json:"sample_ms"`
+	SamplesMS       []float64 `json:"samples_ms,omitempty"`
+	CumulativeMaxMS float64   `json:"cumulative_max_ms"`
+}
+
+func newScheduleCmd() *cobra.Command {
+	var (
+		samples int
+		seed    uint64
+		format  string
+	)
+	cmd := &cobra.Command{
+		Use:   "schedule [policy flags] [--samples N] [--seed S] [--format table|json]",
+		Short: "Print the waits a policy would use, retry by retry",
+		Long: `schedule prints, for each retry, the range of waits the jitter allows (min..max),
+sampled waits, and the cumulative worst-case waiting time. --samples N prints N
+independent sample columns (each one full run of the schedule; decorrelated jitter
+chains each column's waits); --seed makes the samples reproducible.
+A policy with unlimited attempts and no --max-elapsed shows its first 50 retries;
+with --max-elapsed the rows stop once even the shortest waits would pass it.
+--format json prints an array of objects with keys retry (1-based), min_ms, max_ms,
+sample_ms (the first sample), samples_ms (all, when N > 1) and cumulative_max_ms.`,
+		Example: `  retry schedule
+  retry schedule --jitter none --initial 1s --multiplier 2 --max-delay 4s --attempts 5
+  retry schedule --preset aws --samples 3 --seed 1 --format json`,
+		Args: noArgs,
+	}
+	pf := addPolicyFlags(cmd)
+	cmd.Flags().IntVar(&samples, "samples", 1, "number of sampled waits per retry (sample columns)")
+	cmd.Flags().Uint64Var(&seed, "seed", 0, "seed for the sampled waits (default: random)")
+	cmd.Flags().StringVar(&format, "format", "table", "table or json")
+	cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		p, err := pf.policy()
+		if err != nil {
+			return err
+		}
+		if samples < 1 || samples > 100 {
+			return usagef("--samples %d: want 1..100", samples)
+		}
+		if format != "table" && format != "json" {
+			return usagef("--format %q: want table or json", format)
+		}
+		var rng *rand.Rand
+		if cmd.Flags().Changed("seed") {
+			rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+		}
+		rows, truncated := schedule(p, samples, rng)
+		if truncated && format == "table" {
+			fmt.Fprintf(cmd.ErrOrStderr(), "retry: unlimited attempts: showing the first %d retries\n", unlimitedRows)
+		}
+		if format == "json" {
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			enc.SetIndent("", "  ")
+			return enc.Encode(rows)
+		}
+		return writeSchedule(cmd.OutOrStdout(), rows, samples)
+	}
+	return cmd
+}
+
+// noArgs rejects positional arguments with a usage error.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("%s: unexpected argument %q", cmd.Name(), args[0])
+	}
+	return nil
+}
+
+func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// schedule computes the rows; truncated reports an unlimited policy cut at
+// unlimitedRows.
+func schedule(p retry.Policy, samples int, rng *rand.Rand) (rows []scheduleRow, truncated bool) {
+	n := p.MaxAttempts
+	if n == 0 {
+		n = retry.DefaultMaxAttempts
+	}
+	retries := n - 1
+	if n == retry.Unlimited {
+		retries = unlimitedRows
+		truncated = p.MaxElapsed == 0
+		if p.MaxElapsed > 0 {
+			retries = 10000
+		}
+	}
+	prev := make([]time.Duration, samples)
+	var cumMin, cumMax time.Duration
+	rows = []scheduleRow{}
+	for i := range retries {
+		lo, hi := p.Bounds(i)
+		if p.MaxElapsed > 0 && lo > p.MaxElapsed-cumMin {
+			break
+		}
+		cumMin += lo
+		cumMax += hi
+		row := scheduleRow{Retry: i + 1, MinMS: msOf(lo), MaxMS: msOf(hi), CumulativeMaxMS: msOf(cumMax)}
+		for s := range samples {
+			d := p.Delay(i, prev[s], rng)
+			prev[s] = d
+			row.SamplesMS = append(row.SamplesMS, msOf(d))
+		}
+		row.SampleMS = row.SamplesMS[0]
+		if samples == 1 {
+			row.SamplesMS = nil
+		}
+		rows = append(rows, row)
+	}
+	return rows, truncated
+}
+
+func fmtMS(ms float64) string {
+	d := time.Duration(ms * float64(time.Millisecond))
+	if d >= time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(time.Microsecond).String()
+}
+
+func writeSchedule(w io.Writer, rows []scheduleRow, samples int) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := []string{"retry", "min", "max"}
+	if samples == 1 {
+		head = append(head, "sample")
+	} else {
+		for s := range samples {
+			head = append(head, fmt.Sprintf("sample %d", s+1))
+		}
+	}
+	head = append(head, "cumulative max")
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for _, r := range rows {
+		cells := []string{fmt.Sprint(r.Retry), fmtMS(r.MinMS), fmtMS(r.MaxMS)}
+		if samples == 1 {
+			cells = append(cells, fmtMS(r.SampleMS))
+		} else {
+			for _, s := range r.SamplesMS {
+				cells = append(cells, fmtMS(s))
+			}
+		}
+		cells = append(cells, fmtMS(r.CumulativeMaxMS))
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	return tw.Flush()
+}
