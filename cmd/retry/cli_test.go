@@ -509,3 +509,29 @@ func TestVersionAndCompletion(t *testing.T) {
 		t.Errorf("help: exit %d", r.code)
 	}
 }
+
+func TestHTTPSignalDuringWait(t *testing.T) {
+	f := &flaky{fail: 1000, status: http.StatusServiceUnavailable}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	cmd, waitFor, finish := startRetry(t, "http", "--initial", "30s", "--jitter", "none", srv.URL)
+	waitFor("retrying in 30s")
+	cmd.Process.Signal(syscall.SIGINT)
+	r := finish()
+	if r.code != 130 || r.took > 5*time.Second {
+		t.Errorf("exit %d after %v, stderr %q: want 130 at once", r.code, r.took, r.stderr)
+	}
+}
+
+func TestScheduleUnlimited(t *testing.T) {
+	r := runRetry(t, "", "schedule", "--attempts", "-1", "--jitter", "full", "--format", "json")
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || len(rows) != 50 {
+		t.Errorf("unlimited: %v, %d rows, want the first 50", err, len(rows))
+	}
+	r = runRetry(t, "", "schedule", "--attempts", "-1", "--jitter", "none", "--max-elapsed", "10s", "--format", "json")
+	rows = nil
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || len(rows) != 3 { // 1+2+4 = 7s; 8 more would pass 10s
+		t.Errorf("--max-elapsed 10s: %v, %d rows, want 3: %s", err, len(rows), r.stdout)
+	}
+}

@@ -39,8 +39,8 @@ func newScheduleCmd() *cobra.Command {
 sampled waits, and the cumulative worst-case waiting time. --samples N prints N
 independent sample columns (each one full run of the schedule; decorrelated jitter
 chains each column's waits); --seed makes the samples reproducible.
-A policy with unlimited attempts and no --max-elapsed shows its first 50 retries;
-with --max-elapsed the rows stop once even the shortest waits would pass it.
+With --max-elapsed the rows stop once even the shortest waits would pass it; a
+policy with unlimited attempts shows at most its first 50 retries.
 --format json prints an array of objects with keys retry (1-based), min_ms, max_ms,
 sample_ms (the first sample), samples_ms (all, when N > 1) and cumulative_max_ms.`,
 		Example: `  retry schedule
@@ -102,10 +102,6 @@ func schedule(p retry.Policy, samples int, rng *rand.Rand) (rows []scheduleRow, 
 	retries := n - 1
 	if n == retry.Unlimited {
 		retries = unlimitedRows
-		truncated = p.MaxElapsed == 0
-		if p.MaxElapsed > 0 {
-			retries = 10000
-		}
 	}
 	prev := make([]time.Duration, samples)
 	var cumMin, cumMax time.Duration
@@ -129,6 +125,7 @@ func schedule(p retry.Policy, samples int, rng *rand.Rand) (rows []scheduleRow, 
 		}
 		rows = append(rows, row)
 	}
+	truncated = n == retry.Unlimited && len(rows) == unlimitedRows
 	return rows, truncated
 }
 
