@@ -535,3 +535,10 @@ func TestScheduleUnlimited(t *testing.T) {
 		t.Errorf("--max-elapsed 10s: %v, %d rows, want 3: %s", err, len(rows), r.stdout)
 	}
 }
+
+func TestCommandAttemptTimeout(t *testing.T) {
+	r := runRetry(t, "", args(fast, []string{"--attempt-timeout", "100ms", "--attempts", "2", "--", "sleep", "30"})...)
+	if r.code != 143 || strings.Count(r.stderr, "timed out after 100ms") != 1 || r.took > 5*time.Second {
+		t.Errorf("exit %d after %v, stderr %q: want two attempts stopped by SIGTERM", r.code, r.took, r.stderr)
+	}
+}

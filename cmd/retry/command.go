@@ -10,7 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/retrykit/retry"
 )
@@ -39,10 +41,22 @@ func parseExitCodes(s string) (map[int]bool, error) {
 	return codes, nil
 }
 
-// statusError is an attempt's non-zero exit status.
-type cmdStatus struct{ code int }
+// killGrace is how long a command that overran --attempt-timeout has
+// between SIGTERM and SIGKILL.
+const killGrace = 2 * time.Second
 
-func (e *cmdStatus) Error() string { return "exit " + strconv.Itoa(e.code) }
+// cmdStatus is an attempt's non-zero exit status.
+type cmdStatus struct {
+	code    int
+	timeout time.Duration // non-zero: stopped by --attempt-timeout
+}
+
+func (e *cmdStatus) Error() string {
+	if e.timeout > 0 {
+		return "timed out after " + e.timeout.String()
+	}
+	return "exit " + strconv.Itoa(e.code)
+}
 
 // signalState tracks signals for the command mode: which arrived, and
 // whether a command was running then.
@@ -124,7 +138,28 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 			}
 			return retry.Permanent(&exitError{code: last, msg: err.Error()})
 		}
+		// --attempt-timeout: stop the command when its attempt's deadline
+		// passes (SIGTERM, then SIGKILL after a grace period).
+		var timedOut atomic.Bool
+		waited := make(chan struct{})
+		go func() {
+			select {
+			case <-ctx.Done():
+				if ctx.Err() != context.DeadlineExceeded {
+					return // a signal: already forwarded
+				}
+				timedOut.Store(true)
+				c.Process.Signal(syscall.SIGTERM)
+				select {
+				case <-time.After(killGrace):
+					c.Process.Kill()
+				case <-waited:
+				}
+			case <-waited:
+			}
+		}()
 		err = c.Wait()
+		close(waited)
 		st.mu.Lock()
 		st.running = nil
 		st.mu.Unlock()
@@ -143,7 +178,10 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 		} else {
 			last = xe.ExitCode()
 		}
-		return &cmdStatus{last}
+		if timedOut.Load() {
+			return &cmdStatus{code: last, timeout: p.AttemptTimeout}
+		}
+		return &cmdStatus{code: last}
 	})
 	rep.endWait()
 	if err == nil {

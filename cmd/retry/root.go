@@ -44,6 +44,8 @@ retries; a signal during a wait ends it with status 130 (SIGINT) or 143 (SIGTERM
 
 Standard input goes to the first attempt only: later attempts read /dev/null.
 Standard output and standard error of the command pass through unchanged.
+With --attempt-timeout, a command still running at the limit gets SIGTERM (SIGKILL
+2s later) and the attempt counts as failed and retryable.
 
 The defaults are the library's: waits of 1s, 2s, 4s, ... capped at 32s, each plus
 a random 0..1s, at most 10 attempts. Durations use Go syntax: 250ms, 1m30s.
