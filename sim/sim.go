@@ -157,6 +157,10 @@ type Result struct {
 // ErrScenario is wrapped by every error about an invalid Scenario.
 var ErrScenario = errors.New("sim: invalid scenario")
 
+// MaxDuration bounds every duration of a Scenario (and the policy's Initial
+// and MaxDelay), so that simulated clocks cannot overflow.
+const MaxDuration = 1000 * time.Hour
+
 // maxSlots bounds Result.Load (and the memory it takes).
 const maxSlots = 1 << 24
 
@@ -189,6 +193,16 @@ func (s *Scenario) resolve() error {
 		return bad("Trials %d is negative", s.Trials)
 	case s.Policy.Budget != nil || s.Policy.Throttle != nil:
 		return bad("Policy.Budget and Policy.Throttle are not modelled")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"Slot", s.Slot}, {"Outage", s.Outage}, {"StartWindow", s.StartWindow}, {"RetryAfter", s.RetryAfter},
+		{"Latency", s.Latency}, {"LatencySD", s.LatencySD}, {"Policy.Initial", s.Policy.Initial},
+		{"Policy.MaxDelay", s.Policy.MaxDelay}} {
+		if d.v > MaxDuration {
+			return bad("%s %v is over MaxDuration (%v)", d.name, d.v, MaxDuration)
+		}
 	}
 	if err := s.Policy.Validate(); err != nil {
 		return fmt.Errorf("sim: %w", err)
