@@ -2,17 +2,21 @@ module github.com/retrykit/retry/bench
 
 go 1.26.0
 
-require github.com/retrykit/retry v0.0.0
+require (
+	github.com/avast/retry-go/v4 v4.7.0
+	github.com/cenkalti/backoff/v5 v5.0.3
+	github.com/failsafe-go/failsafe-go v0.9.8
+	github.com/hashicorp/go-retryablehttp v0.7.8
+	github.com/retrykit/retry v0.0.0
+	github.com/sethvargo/go-retry v0.5.0
+	go.uber.org/goleak v1.3.0
+)
 
 require (
 	github.com/aclements/go-moremath v0.0.0-20210112150236-f10218a38794 // indirect
-	github.com/avast/retry-go/v4 v4.7.0 // indirect
-	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
-	github.com/failsafe-go/failsafe-go v0.9.8 // indirect
+	github.com/bits-and-blooms/bitset v1.24.4 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
-	github.com/hashicorp/go-retryablehttp v0.7.8 // indirect
-	github.com/sethvargo/go-retry v0.5.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
+	github.com/influxdata/tdigest v0.0.1 // indirect
 	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da // indirect
 )
 
