@@ -35,6 +35,9 @@ for m in "${mods[@]}"; do
   (cd "$m" && go test -race -count=1 -timeout 15m ./...)
 done
 
+step "examples/gcloud: the transport under the generated Cloud Storage client (local fake)"
+(cd examples/gcloud && go run .)
+
 step "fuzz targets ($fuzztime each)"
 while IFS= read -r f; do
   dir=$(dirname "$f")
