@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/creack/pty v1.1.24
-	github.com/retrykit/retry v0.0.0
+	github.com/retrykit/retry v0.1.0
 	github.com/spf13/cobra v1.10.2
 	go.uber.org/goleak v1.3.0
 	golang.org/x/term v0.48.0
@@ -25,4 +25,3 @@ require (
 	golang.org/x/text v0.28.0 // indirect
 )
 
-replace github.com/retrykit/retry => ../..
