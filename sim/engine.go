@@ -119,7 +119,16 @@ func (st *state) pop() event {
 	n := len(h) - 1
 	last := h[n]
 	h = h[:n]
-	j := 0
+	if n > 0 {
+		siftDown(h, 0, last)
+	}
+	st.heap = h
+	return top
+}
+
+// siftDown places e, which belongs at index j or below, into the heap h.
+func siftDown(h []event, j int, e event) {
+	n := len(h)
 	for {
 		l := 2*j + 1
 		if l >= n {
@@ -128,40 +137,19 @@ func (st *state) pop() event {
 		if r := l + 1; r < n && h[r].before(h[l]) {
 			l = r
 		}
-		if !h[l].before(last) {
+		if !h[l].before(e) {
 			break
 		}
 		h[j] = h[l]
 		j = l
 	}
-	if n > 0 {
-		h[j] = last
-	}
-	st.heap = h
-	return top
+	h[j] = e
 }
 
 func (st *state) heapify() {
 	h := st.heap
-	n := len(h)
-	for i := n/2 - 1; i >= 0; i-- {
-		e := h[i]
-		j := i
-		for {
-			l := 2*j + 1
-			if l >= n {
-				break
-			}
-			if r := l + 1; r < n && h[r].before(h[l]) {
-				l = r
-			}
-			if !h[l].before(e) {
-				break
-			}
-			h[j] = h[l]
-			j = l
-		}
-		h[j] = e
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		siftDown(h, i, h[i])
 	}
 }
 
