@@ -58,3 +58,18 @@ func FuzzRun(f *testing.F) {
 		}
 	})
 }
+
+func TestScenarioDurationsBounded(t *testing.T) {
+	for _, sc := range []sim.Scenario{
+		{Clients: 1, Outage: sim.MaxDuration + 1},
+		{Clients: 1, Slot: -1},
+		{Clients: 1, Policy: retry.Policy{MaxDelay: sim.MaxDuration + 1}},
+	} {
+		if _, err := sim.Run(context.Background(), sc); !errors.Is(err, sim.ErrScenario) {
+			t.Errorf("Run(%+v) = %v, want ErrScenario", sc, err)
+		}
+	}
+	if _, err := sim.Run(context.Background(), sim.Scenario{Clients: 1, Outage: sim.MaxDuration}); err != nil {
+		t.Errorf("Outage at MaxDuration: %v", err)
+	}
+}

@@ -177,30 +177,22 @@ func (s *Scenario) resolve() error {
 		return bad("unknown Model %d", s.Model)
 	case s.Capacity < 0:
 		return bad("Capacity %d is negative", s.Capacity)
-	case s.Slot < 0:
-		return bad("Slot %v is negative", s.Slot)
-	case s.Outage < 0:
-		return bad("Outage %v is negative", s.Outage)
-	case s.StartWindow < 0:
-		return bad("StartWindow %v is negative", s.StartWindow)
-	case s.RetryAfter < 0:
-		return bad("RetryAfter %v is negative", s.RetryAfter)
-	case s.Latency < 0:
-		return bad("Latency %v is negative", s.Latency)
-	case s.LatencySD < 0:
-		return bad("LatencySD %v is negative", s.LatencySD)
 	case s.Trials < 0:
 		return bad("Trials %d is negative", s.Trials)
 	case s.Policy.Budget != nil || s.Policy.Throttle != nil:
 		return bad("Policy.Budget and Policy.Throttle are not modelled")
 	}
 	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"Slot", s.Slot}, {"Outage", s.Outage}, {"StartWindow", s.StartWindow}, {"RetryAfter", s.RetryAfter},
-		{"Latency", s.Latency}, {"LatencySD", s.LatencySD}, {"Policy.Initial", s.Policy.Initial},
-		{"Policy.MaxDelay", s.Policy.MaxDelay}} {
-		if d.v > MaxDuration {
+		name     string
+		v        time.Duration
+		isPolicy bool // negative values are the policy's to judge (retry.Immediate)
+	}{{"Slot", s.Slot, false}, {"Outage", s.Outage, false}, {"StartWindow", s.StartWindow, false},
+		{"RetryAfter", s.RetryAfter, false}, {"Latency", s.Latency, false}, {"LatencySD", s.LatencySD, false},
+		{"Policy.Initial", s.Policy.Initial, true}, {"Policy.MaxDelay", s.Policy.MaxDelay, true}} {
+		switch {
+		case d.v < 0 && !d.isPolicy:
+			return bad("%s %v is negative", d.name, d.v)
+		case d.v > MaxDuration:
 			return bad("%s %v is over MaxDuration (%v)", d.name, d.v, MaxDuration)
 		}
 	}
