@@ -8,8 +8,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 fuzztime=${FUZZTIME:-5s}
-mods=(. ./cmd/retry ./bench)
-for d in examples/*/; do [ -f "$d/go.mod" ] && mods+=("./${d%/}"); done
+# Every module in the tree (root first), found from the go.mod files git knows.
+mods=(.)
+while IFS= read -r m; do
+  d=$(dirname "$m"); [ "$d" = . ] || mods+=("./$d")
+done < <(git ls-files -co --exclude-standard '*go.mod' | sort)
 
 step() { printf '\n=== %s\n' "$*"; }
 
@@ -21,6 +24,17 @@ if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
     echo "nginx not installed: the nginx end-to-end test will be skipped"
   fi
 fi
+
+if ! command -v redis-server >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    step "installing redis-server (for the Redis/Valkey tests)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+  else
+    echo "redis-server not installed: the Redis and Valkey tests will be skipped"
+  fi
+fi
+# The Debian package starts a system-wide server on 6379; the tests start their own.
+if [ "$(id -u)" = 0 ] && command -v systemctl >/dev/null; then systemctl stop redis-server >/dev/null 2>&1 || true; fi
 
 step "gofmt"
 unformatted=$(git ls-files -co --exclude-standard '*.go' | xargs -r gofmt -l)

@@ -1,0 +1,244 @@
+// Package redistest starts real redis-server processes on free loopback
+// ports for tests of the Redis and Valkey integrations (Valkey speaks the
+// same protocol). Each server is the test's own process, stopped when the
+// test ends.
+//
+// Without a redis-server binary the test is skipped with a message saying
+// how to install it, unless RETRYKIT_REQUIRE_REDIS=1 (set by CI), which
+// makes it fail instead.
+package redistest
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Server is one redis-server process listening on 127.0.0.1. It is safe
+// for concurrent use.
+type Server struct {
+	tb   testing.TB
+	bin  string
+	dir  string
+	port int
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd     // nil while stopped
+	waitCh chan struct{} // closed when cmd has exited
+}
+
+// Binary returns the path of redis-server, skipping (or, with
+// RETRYKIT_REQUIRE_REDIS=1, failing) tb when there is none.
+func Binary(tb testing.TB) string {
+	tb.Helper()
+	if p, err := exec.LookPath("redis-server"); err == nil {
+		return p
+	}
+	const msg = "redis-server not installed: install it (Debian: apt-get install redis-server) to run this test"
+	if os.Getenv("RETRYKIT_REQUIRE_REDIS") == "1" {
+		tb.Fatal(msg + " (RETRYKIT_REQUIRE_REDIS=1 makes it required)")
+	}
+	tb.Skip(msg)
+	return ""
+}
+
+// Start starts a new redis-server on a free loopback port, with no
+// persistence, and stops it when tb ends.
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	s := &Server{tb: tb, bin: Binary(tb), dir: tb.TempDir(), port: freePort(tb)}
+	if err := s.start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// Addr returns "127.0.0.1:port".
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+// Port returns the server's port.
+func (s *Server) Port() int { return s.port }
+
+func (s *Server) start() error {
+	cmd := exec.Command(s.bin,
+		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir,
+		"--daemonize", "no", "--protected-mode", "yes",
+		"--logfile", filepath.Join(s.dir, "redis.log"))
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("redistest: start redis-server: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := ping(s.Addr()); err == nil {
+			break
+		}
+		select {
+		case <-done:
+			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+			return fmt.Errorf("redistest: redis-server exited at start: %s", log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			<-done
+			return fmt.Errorf("redistest: redis-server on %s did not answer PING within 10s", s.Addr())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.mu.Lock()
+	s.cmd, s.waitCh = cmd, done
+	s.mu.Unlock()
+	return nil
+}
+
+// Stop kills the server (SIGKILL: it keeps nothing) and waits for it to
+// exit. Stopping a stopped server does nothing.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.waitCh
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	<-done
+}
+
+// Restart starts a stopped server again on the same port, empty (all keys
+// lost, as after a crash). It fails tb if the port cannot be had again.
+func (s *Server) Restart() {
+	s.tb.Helper()
+	s.Stop()
+	if err := s.start(); err != nil {
+		s.tb.Fatal(err)
+	}
+}
+
+// Do sends one command over a new connection and returns the reply as
+// text (a simple string, error, integer or bulk string; arrays are joined
+// with newlines). A reply that is a Redis error is returned as a Go error.
+func (s *Server) Do(args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", s.Addr(), 2*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	return readReply(bufio.NewReader(c))
+}
+
+func readReply(r *bufio.Reader) (string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if line == "" {
+		return "", fmt.Errorf("redistest: empty reply line")
+	}
+	switch line[0] {
+	case '+', ':':
+		return line[1:], nil
+	case '-':
+		return "", fmt.Errorf("%s", line[1:])
+	case '$':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil {
+			return "", err
+		}
+		if n < 0 {
+			return "", nil
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil {
+			return "", err
+		}
+		parts := make([]string, 0, max(n, 0))
+		for range n {
+			p, err := readReply(r)
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, p)
+		}
+		return strings.Join(parts, "\n"), nil
+	}
+	return "", fmt.Errorf("redistest: unexpected reply %q", line)
+}
+
+// CommandCalls returns how many times the server executed cmd (lower
+// case, as INFO commandstats names it), from INFO commandstats.
+func (s *Server) CommandCalls(cmd string) (int, error) {
+	info, err := s.Do("INFO", "commandstats")
+	if err != nil {
+		return 0, err
+	}
+	prefix := "cmdstat_" + strings.ToLower(cmd) + ":calls="
+	for _, l := range strings.Split(info, "\n") {
+		l = strings.TrimSpace(l)
+		if rest, ok := strings.CutPrefix(l, prefix); ok {
+			v, _, _ := strings.Cut(rest, ",")
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, nil
+}
+
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("redistest: PING answered %q", line)
+	}
+	return nil
+}
+
+// freePort asks the kernel for a free loopback port.
+func freePort(tb testing.TB) int {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
