@@ -2,8 +2,8 @@ package retryhttp_test
 
 import (
 	"context"
-	"math"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"sync/atomic"

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrykit/retry"
@@ -105,6 +106,8 @@ type Transport struct {
 	// DefaultMaxBufferedBody (1 MiB); negative means such bodies are never
 	// buffered and those requests are sent once.
 	MaxBufferedBody int64
+
+	policyValid atomic.Bool // Policy passed Validate (see firstOutsideLoop)
 }
 
 // NewClient returns an http.Client whose Transport is a [Transport] with
@@ -147,15 +150,15 @@ type call struct {
 	req        *http.Request   // the caller's request, never modified
 	ctx        context.Context // req.Context()
 	base       http.RoundTripper
-	idem       bool   // method idempotent, idempotency key, or RetryNonIdempotent
-	replayable bool   // the body can be sent again: none, GetBody or buffered
-	buffered   bool   // buf holds the whole body (no GetBody)
-	stream     bool   // too large to buffer: buf is its prefix, sent once
-	bodyUsed   bool   // the caller's body was handed to base or closed
-	exhaust    bool   // the last response says "already retried below"
-	replay     bool   // the next call of attempt returns first, first sends nothing
-	buf        []byte // buffered body or prefix of a streamed one
-	n          int    // attempts sent (base.RoundTrip called)
+	idem       bool           // method idempotent, idempotency key, or RetryNonIdempotent
+	replayable bool           // the body can be sent again: none, GetBody or buffered
+	buffered   bool           // buf holds the whole body (no GetBody)
+	stream     bool           // too large to buffer: buf is its prefix, sent once
+	bodyUsed   bool           // the caller's body was handed to base or closed
+	exhaust    bool           // the last response says "already retried below"
+	replay     bool           // the next call of attempt returns first, first sends nothing
+	buf        []byte         // buffered body or prefix of a streamed one
+	n          int            // attempts sent (base.RoundTrip called)
 	last       *http.Response // last retryable response, still open or buffered
 	firstResp  *http.Response // result of the attempt made before the loop
 	firstErr   error
@@ -164,8 +167,7 @@ type call struct {
 // RoundTrip sends req, retrying as described on [Transport].
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	if t.Policy.AttemptTimeout <= 0 && (req.Body == nil || req.Body == http.NoBody || req.GetBody != nil) &&
-		t.firstOutsideLoop() && ctx.Err() == nil {
+	if (req.Body == nil || req.Body == http.NoBody || req.GetBody != nil) && t.firstOutsideLoop() && ctx.Err() == nil {
 		// The first attempt is made here, exactly as the loop would make
 		// it (the policy is plain: nothing to account, no clock to read,
 		// no context to make), with no state on the heap: a success costs
@@ -205,10 +207,23 @@ func (t *Transport) newCall(req *http.Request, ctx context.Context, base http.Ro
 
 // firstOutsideLoop reports whether RoundTrip may make the first attempt
 // itself before handing over to retry.DoValue: the policy is valid and
-// plain, so that the loop would do nothing around that attempt but call it.
+// plain, so that the loop would do nothing around that attempt but call
+// it (no Throttle, Budget, time budget, attempt timeout or Observer). The
+// policy's validity is checked once per Transport: its fields do not
+// change once it is in use.
 func (t *Transport) firstOutsideLoop() bool {
 	p := &t.Policy
-	return p.Throttle == nil && p.Budget == nil && p.MaxElapsed <= 0 && p.Validate() == nil
+	if p.Throttle != nil || p.Budget != nil || p.MaxElapsed > 0 || p.AttemptTimeout > 0 || p.Observer != nil {
+		return false
+	}
+	if t.policyValid.Load() {
+		return true
+	}
+	if p.Validate() != nil {
+		return false
+	}
+	t.policyValid.Store(true)
+	return true
 }
 
 // loop runs the retry loop of c and turns its outcome into RoundTrip's.
