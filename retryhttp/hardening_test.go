@@ -579,3 +579,25 @@ func TestSuccessAllocatesNothing(t *testing.T) {
 		t.Errorf("http.Client.Do: %v allocations through the Transport, %v without", with, bare)
 	}
 }
+
+// An invalid policy sends nothing, on the allocation-free path too, and
+// the Transport does not remember a verdict across Transports.
+func TestInvalidPolicySendsNothing(t *testing.T) {
+	var n atomic.Int32
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		n.Add(1)
+		return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+	})
+	for _, p := range []retry.Policy{{Initial: -5}, {MaxAttempts: -7}, {Initial: time.Minute, MaxDelay: time.Second}} {
+		tr := &retryhttp.Transport{Base: base, Policy: p}
+		req, _ := http.NewRequest("GET", "http://127.0.0.1/x", nil)
+		if _, err := tr.RoundTrip(req); !errors.Is(err, retry.ErrInvalidPolicy) || n.Load() != 0 {
+			t.Fatalf("%+v: err %v after %d sends", p, err, n.Load())
+		}
+	}
+	tr := &retryhttp.Transport{Base: base}
+	req, _ := http.NewRequest("GET", "http://127.0.0.1/x", nil)
+	if resp, err := tr.RoundTrip(req); err != nil || resp.StatusCode != 200 || n.Load() != 1 {
+		t.Fatalf("valid policy: err %v after %d sends", err, n.Load())
+	}
+}

@@ -48,27 +48,60 @@ const (
 //
 // Bodies: a request with GetBody is replayed through GetBody, never copied.
 // A body without GetBody is buffered up to MaxBufferedBody bytes; a larger
-// one is streamed once and the request is not retried.
+// one is streamed with the first attempt that is sent and the request is
+// not retried once sent. If GetBody fails on a retry, the loop stops: the
+// last response is returned (or, after a transport error, a *retry.Error
+// that wraps GetBody's error).
+//
+// Every attempt goes through the retry loop of Policy, whether or not it
+// may be retried: a Throttle may reject it, a Budget counts it, an
+// attempt timeout bounds it and the Observer and Logger see it, exactly
+// as in retry.Do. A 429 or 503 counts as a rejection for a Throttle even
+// when the request is not retried (a POST without key), and so does an
+// attempt that ran out of Policy.AttemptTimeout.
+//
+// Attempt timeout: Policy.AttemptTimeout bounds each attempt up to the
+// arrival of the response headers; the body then stays readable until it
+// is closed. An answer that arrives once the timer has fired is treated as
+// a timed-out attempt (closed and retried), never returned with a dead
+// context.
 //
 // Retry-After (any retried status): the transport waits at least what the
 // server asks, plus a jitter of uniform 0..min(1 s, 10% of the wait) so that
 // clients given the same HTTP-date do not return in one wave. When the server
-// asks for more than MaxRetryAfter, or more than fits before the context's
-// deadline or Policy.MaxElapsed, the server's response is returned at once.
+// asks for more than MaxRetryAfter (a value too large for a time.Duration
+// always counts as more), or more than fits before the context's deadline
+// or Policy.MaxElapsed, the server's response is returned at once. No wait
+// overflows or goes negative.
 //
-// Giving up: on a retryable status the last response is returned as is
-// (status, headers, readable body) with a nil error; [Attempts] tells how
-// many attempts produced it. On a transport error, the error is a
-// *retry.Error wrapping the last error. The body of every response that is
-// retried is drained (up to 64 KiB) and closed, so its connection is reused.
-// The caller's request is never modified: each retry sends a clone, carrying
+// Before the wait for a retry, the retried response's body is read (up to
+// 64 KiB) and closed, so that its connection serves other requests during
+// the wait. If the loop then gives up instead, that response is returned
+// with the bytes read as its body. A body longer than 64 KiB stays open
+// until the next attempt starts (its connection could not be reused
+// anyway), so that nothing is lost if it is returned.
+//
+// Giving up: on a retryable status the last response is returned (status,
+// headers, readable body) with a nil error. On a transport error, the
+// error is a *retry.Error wrapping the last error.
+//
+// What the caller sees on a response: after more than one attempt, the
+// response's header carries [HeaderAttempt] set to the number of attempts
+// made; when the transport gave up on it, [HeaderExhausted] set to "1".
+// [Attempts] and [Exhausted] read them. Being in the header, the marks
+// survive body wrappers (http.Client.Timeout) and clients that turn a
+// response into an error value keeping its header (googleapi.Error). A
+// response obtained at the first attempt is returned untouched. The
+// caller's request is never modified: each retry sends a clone, carrying
 // [HeaderAttempt].
 //
 // A Transport inspects responses, which the http.RoundTripper contract
 // discourages; that is its purpose. The zero value is usable: it retries
 // with the zero retry.Policy over http.DefaultTransport. A Transport is safe
 // for concurrent use and should be reused, like http.Transport. Fields must
-// not change once it is in use.
+// not change once it is in use, and a Transport must not be copied after
+// first use. A success at the first attempt allocates nothing (with no
+// Throttle, Budget, MaxElapsed, AttemptTimeout or Observer in the policy).
 //
 // See the package documentation for how this combines with the one resend
 // that net/http makes by itself.
@@ -78,10 +111,13 @@ type Transport struct {
 
 	// Policy gives the waits and the stop rules (attempts, time budget,
 	// per-attempt timeout, Budget, Throttle) and the Observer and Logger
-	// hooks. Its zero value is retry's reference schedule (10 attempts).
-	// Errors the hooks see describe method, redacted URL, status or error
-	// and attempt. Policy.Retryable, when set, is consulted after the
-	// transport's own rules, which it cannot widen.
+	// hooks, which see every attempt sent, as in retry.Do. Its zero value
+	// is retry's reference schedule (10 attempts). Errors the hooks see
+	// describe method, redacted URL, status or error and attempt; an
+	// attempt that ran out of AttemptTimeout reports Timeout() and
+	// Overloaded(). Policy.Retryable, when set, is consulted after the
+	// transport's own rules, which it cannot widen. An invalid Policy makes
+	// every RoundTrip return its Validate error without sending anything.
 	Policy retry.Policy
 
 	// RetryStatus reports whether a response status is retried. Nil means
