@@ -554,7 +554,25 @@ func TestScheduleUnlimited(t *testing.T) {
 
 func TestCommandAttemptTimeout(t *testing.T) {
 	r := runRetry(t, "", args(fast, []string{"--attempt-timeout", "100ms", "--attempts", "2", "--", "sleep", "30"})...)
-	if r.code != 143 || strings.Count(r.stderr, "timed out after 100ms") != 1 || r.took > 5*time.Second {
+	if r.code != 143 || strings.Count(r.stderr, "timed out after 100ms") != 2 || r.took > 5*time.Second {
 		t.Errorf("exit %d after %v, stderr %q: want two attempts stopped by SIGTERM", r.code, r.took, r.stderr)
+	}
+}
+
+// "giving up after N attempts in X": X counts every attempt, the first
+// included, and the last failure is named.
+func TestCommandGivingUpElapsed(t *testing.T) {
+	r := runRetry(t, "", args(fast, []string{"--attempts", "2", "--", "sh", "-c", "sleep 0.3; exit 3"})...)
+	m := regexp.MustCompile(`giving up after 2 attempts in (\S+) \(attempts used up\); last attempt: exit 3\n`).FindStringSubmatch(r.stderr)
+	if r.code != 3 || m == nil {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	if d, err := time.ParseDuration(m[1]); err != nil || d < 600*time.Millisecond {
+		t.Errorf("elapsed %s: want at least the two attempts' 600ms", m[1])
+	}
+	r = runRetry(t, "", args(fast, []string{"--attempts", "1", "--attempt-timeout", "100ms", "--", "sleep", "30"})...)
+	if r.code != 143 || !strings.Contains(r.stderr, "giving up after 1 attempt in ") ||
+		!strings.Contains(r.stderr, "last attempt: timed out after 100ms, exit 143") {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
 	}
 }

@@ -52,6 +52,14 @@ func attemptLabel(n, max int) string {
 	return "attempt " + strconv.Itoa(n) + "/" + strconv.Itoa(max)
 }
 
+// plural is "1 attempt", "2 attempts".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
 // fmtWait rounds a wait for display: 3.4s, 250ms, 0s.
 func fmtWait(d time.Duration) string {
 	switch {
