@@ -78,6 +78,7 @@ func (r *reporter) retrying(ev retry.Event, what string) {
 	if r.quiet {
 		return
 	}
+	what = escapeLine(what)
 	label := attemptLabel(ev.Attempt, ev.MaxAttempts)
 	if r.log != nil {
 		r.log.Info("retrying", "attempt", ev.Attempt, "max_attempts", ev.MaxAttempts,
@@ -127,13 +128,15 @@ func (r *reporter) endWait() {
 	}
 }
 
-// infof prints a line only with --verbose.
+// infof prints a line only with --verbose. Like every line the reporter
+// prints, its control characters are escaped (escapeLine): messages quote
+// what servers sent.
 func (r *reporter) infof(format string, a ...any) {
 	if !r.verbose {
 		return
 	}
 	r.endWait()
-	msg := fmt.Sprintf(format, a...)
+	msg := escapeLine(fmt.Sprintf(format, a...))
 	if r.log != nil {
 		r.log.Debug(msg)
 		return
@@ -147,7 +150,7 @@ func (r *reporter) noticef(format string, a ...any) {
 	if r.quiet {
 		return
 	}
-	msg := fmt.Sprintf(format, a...)
+	msg := escapeLine(fmt.Sprintf(format, a...))
 	if r.log != nil {
 		r.log.Info(msg)
 		return
