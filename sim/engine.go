@@ -233,8 +233,10 @@ func (sc *slotCounter) flush(st *state) {
 	}
 	sc.peak = max(sc.peak, sc.n)
 	if sc.slot < maxSlots {
-		for int64(len(st.load)) <= sc.slot {
-			st.load = append(st.load, 0)
+		if need := int(sc.slot) + 1; len(st.load) < need {
+			old := len(st.load)
+			st.load = slices.Grow(st.load, need-old)[:need]
+			clear(st.load[old:])
 		}
 		st.load[sc.slot] = int(sc.n)
 	}

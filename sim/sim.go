@@ -180,7 +180,7 @@ type Result struct {
 	// trial 0 only: an exact series whose waves are not smoothed away by
 	// averaging runs with different phases. Load[i] covers
 	// [i*Slot, (i+1)*Slot); it ends at the last slot with a call and is
-	// cut at 2^24 slots (calls later still count everywhere else,
+	// cut at 2^20 slots (calls later still count everywhere else,
 	// PeakLoad included).
 	Load []int
 
@@ -203,7 +203,7 @@ var ErrScenario = errors.New("sim: invalid scenario")
 const MaxDuration = 1000 * time.Hour
 
 // maxSlots bounds Result.Load (and the memory it takes).
-const maxSlots = 1 << 24
+const maxSlots = 1 << 20
 
 // MaxTime is the end of virtual time. A run in which a client still has a
 // request to send at or after MaxTime (about 146 years) stops with an error
