@@ -295,9 +295,15 @@ func (s *Scenario) resolve() error {
 
 // Run simulates s and returns its Result. It is deterministic: the same
 // Scenario gives the same Result. It returns an error wrapping
-// ErrScenario (or retry.ErrInvalidPolicy) for a bad Scenario, and ctx's
-// error if ctx ends first (checked every few thousand events).
-// Memory is about 50 bytes per client plus 8 bytes per slot of Load.
+// ErrScenario (or retry.ErrInvalidPolicy) for a bad Scenario, one that
+// needs more than MaxMemory (checked before anything is allocated) or one
+// whose clients are still waiting at MaxTime, and ctx's error if ctx ends
+// first (checked every few thousand events).
+//
+// Memory: about 32 bytes per client in the capacity model (36 in the
+// contention model), plus 8 bytes per client that succeeds, plus up to one
+// chunk of 16 to 256 events (32 bytes each) per slot with pending events,
+// plus 16 bytes per slot of Load (at most 2^20 slots), plus a few MiB.
 func Run(ctx context.Context, s Scenario) (Result, error) {
 	if err := s.resolve(); err != nil {
 		return Result{}, err
