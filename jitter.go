@@ -197,11 +197,15 @@ func (p *Policy) delay(n int, prev time.Duration, r *rand.Rand) time.Duration {
 	var d time.Duration
 	if p.doubles() {
 		d = maxDelay // from retry 63 on, as Initial >= 1 ns
-		if n < 63 {
-			n = max(n, 0)
+		if uint(n) < 63 {
 			if initial <= maxDelay>>uint(n) {
 				d = initial << uint(n)
 			}
+		} else if n < 0 {
+			d = initial // Initial <= MaxDelay
+		}
+		if kind == jitterNone {
+			return d
 		}
 	} else if kind != jitterDecorrelated {
 		d = p.baseSlow(n)
