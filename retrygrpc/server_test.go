@@ -2,11 +2,9 @@ package retrygrpc_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,6 +126,20 @@ func echoAll(stream grpc.ServerStream) error {
 	}
 }
 
+// listen starts s on a free loopback port and returns its address and a
+// function that stops it.
+func listen(s *echoServer) (string, func()) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	srv := grpc.NewServer()
+	srv.RegisterService(&echoDesc, s)
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(lis) }()
+	return lis.Addr().String(), func() { srv.Stop(); <-done }
+}
+
 // serve starts s on a free loopback port and returns a connection to it
 // made with dopts (insecure credentials are added). Both stop at the end of
 // the test.
@@ -189,6 +201,3 @@ func withPushback(k int, v string) func(context.Context, int, string) (string, e
 		return in, nil
 	}
 }
-
-var _ = errors.New
-var _ atomic.Int32
