@@ -111,14 +111,16 @@ type Policy struct {
 	// client-side throttling). Nil means no throttling.
 	Throttle *Throttle
 
-	// OnRetry, when set, is called before each wait with what failed and how
-	// long the loop is about to wait. It runs on the goroutine calling Do
-	// and must not block for long.
-	OnRetry func(Event)
+	// Observer, when set, is told of every attempt, retry, wait, Throttle
+	// rejection, Budget refusal and the end of every call (see [Event]),
+	// on the goroutine running the loop. Combine several with [Observers];
+	// adapt a function with [ObserverFunc]. Nil means none: the loop then
+	// makes no such calls and its success path costs nothing extra.
+	Observer Observer
 
 	// Logger, when set, logs each retry at Debug level and giving up at
 	// Error level, with the attempt count, elapsed time, reason and last
-	// error. Nil means no logging.
+	// error; it is fed the same events as Observer. Nil means no logging.
 	Logger *slog.Logger
 }
 

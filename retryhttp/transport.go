@@ -77,7 +77,7 @@ type Transport struct {
 	Base http.RoundTripper
 
 	// Policy gives the waits and the stop rules (attempts, time budget,
-	// per-attempt timeout, Budget, Throttle) and the OnRetry and Logger
+	// per-attempt timeout, Budget, Throttle) and the Observer and Logger
 	// hooks. Its zero value is retry's reference schedule (10 attempts).
 	// Errors the hooks see describe method, redacted URL, status or error
 	// and attempt. Policy.Retryable, when set, is consulted after the

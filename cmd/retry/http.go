@@ -186,9 +186,11 @@ func doHTTP(ctx context.Context, p retry.Policy, pf *policyFlags, req *http.Requ
 		}
 	}()
 
-	p.OnRetry = func(ev retry.Event) {
-		rep.retrying(ev, failure(ev.Err))
-	}
+	p.Observer = retry.ObserverFunc(func(_ context.Context, ev retry.Event) {
+		if ev.Kind == retry.EventRetry {
+			rep.retrying(ev, failure(ev.Err))
+		}
+	})
 	rep.infof("%s", describe(p))
 	rep.infof("%s %s", req.Method, req.URL.Redacted())
 	client := &http.Client{Transport: &retryhttp.Transport{Policy: p}}
