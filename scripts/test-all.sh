@@ -52,6 +52,9 @@ done
 step "examples/gcloud: the transport under the generated Cloud Storage client (local fake)"
 (cd examples/gcloud && go run .)
 
+step "examples/memorystore: retrygax/retrygrpc under the generated Memorystore client (gRPC and REST fakes)"
+(cd examples/memorystore && go run .)
+
 step "fuzz targets ($fuzztime each)"
 while IFS= read -r f; do
   dir=$(dirname "$f")
