@@ -1,8 +1,9 @@
 // Command ratio reads `go test -bench` output of the bench module and prints,
 // per workload, retrykit's median time per operation, the best peer's, and
 // their ratio (below 1 means retrykit is faster). Sub-benchmarks must be
-// named Benchmark<Workload>/lib=<name>; lib=nethttp is the plain net/http
-// baseline, shown but never counted as a peer.
+// named Benchmark<Workload>/lib=<name>; lib=nethttp (plain net/http) and
+// lib=grpc (a bare gRPC call) are baselines,
+// shown but never counted as peers.
 //
 // Usage: go run ./cmd/ratio results/bench-*.txt (or standard input).
 package main
@@ -87,7 +88,7 @@ func main() {
 		rk := data[w]["retrykit"]
 		best, bestNS := "", 0.0
 		for lib, s := range data[w] {
-			if lib == "retrykit" || lib == "nethttp" {
+			if lib == "retrykit" || lib == "nethttp" || lib == "grpc" {
 				continue
 			}
 			if m := median(s.ns); best == "" || m < bestNS {
