@@ -31,9 +31,13 @@ import (
 // Header. p.AttemptTimeout does not apply to streams (their length is the
 // application's): bound them with the context.
 //
-// The loop is retry.Do's: MaxAttempts and MaxElapsed count from the start
-// of the stream, and Budget, the nesting rule and the hooks apply; the
-// Throttle is asked before each attempt and told each attempt's outcome.
+// The loop is retry.Do's, started at the first failure with that failure
+// as its first attempt: MaxAttempts and MaxElapsed count from the start of
+// the stream, and Budget, the nesting rule and the Observer apply (a
+// stream that succeeds without a retry is counted by the Budget as a
+// first attempt when it commits; the Observer hears of streams only when
+// they fail). The Throttle is asked before each attempt and told each
+// attempt's outcome.
 func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientInterceptor {
 	c := newConfig(opts)
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
@@ -75,6 +79,7 @@ type stream struct {
 	cur        grpc.ClientStream
 	committed  bool
 	recorded   bool // the current attempt's outcome was told to the Throttle
+	budgeted   bool // the stream was counted as a first attempt by a Budget
 	buf        []proto.Message
 	bufSize    int
 	sendClosed bool
@@ -99,17 +104,24 @@ func (s *stream) open(ctx context.Context) (grpc.ClientStream, error) {
 	return cs, nil
 }
 
-// record tells the Throttle the outcome of the current attempt, once.
+// record tells the Throttle the outcome of the current attempt, once. A
+// stream that succeeds without a retry counts as a first attempt for the
+// Budget here; one that fails is counted by retry.Do in episode.
 func (s *stream) record(err error) {
-	t := s.p.Throttle
-	if t == nil {
+	t, b := s.p.Throttle, s.p.Budget
+	if t == nil && b == nil {
 		return
 	}
 	s.mu.Lock()
 	done := s.recorded
 	s.recorded = true
+	first := !s.budgeted && (err == nil || err == io.EOF)
+	s.budgeted = s.budgeted || first
 	s.mu.Unlock()
-	if !done {
+	if first && b != nil {
+		b.RecordAttempt()
+	}
+	if !done && t != nil {
 		ae := &attemptError{code: status.Code(err)}
 		t.Record(err == nil || err == io.EOF || !ae.Overloaded())
 	}
@@ -145,6 +157,9 @@ func (s *stream) episode(ferr error, probe func(grpc.ClientStream) error) (grpc.
 	pe.Retryable = func(err error) bool {
 		return errors.Is(err, retry.ErrThrottled) || user == nil || user(err)
 	}
+	s.mu.Lock()
+	s.budgeted = true // retry.Do counts the failed attempt as the first
+	s.mu.Unlock()
 	first := true
 	var out grpc.ClientStream
 	err := retry.Do(s.ctx, pe, func(context.Context) error {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retrygrpc"
@@ -280,5 +281,58 @@ func TestStreamOpenFails(t *testing.T) {
 	var re *retry.Error
 	if !errors.As(err, &re) || re.Attempts != 3 || status.Code(err) != codes.Unavailable {
 		t.Fatalf("err = %v, want *retry.Error after 3 attempts with Unavailable", err)
+	}
+}
+
+// Streams that succeed count as first attempts for the Budget: they earn
+// the retries of a stream that fails later.
+func TestStreamBudgetCountsSuccesses(t *testing.T) {
+	for _, tc := range []struct {
+		successes int
+		calls     int // attempts of the failing stream
+	}{
+		{0, 2}, // its own first attempt earns one retry
+		{3, 5}, // four first attempts: four retries, all MaxAttempts allow
+	} {
+		b, err := retry.NewBudget(retry.BudgetConfig{Ratio: 1, MinPerSecond: -1, Window: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := fast
+		p.MaxAttempts = 5
+		p.Budget = b
+		fail := false
+		var mu sync.Mutex
+		s := &echoServer{bidi: func(n int, stream grpc.ServerStream) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if fail {
+				return status.Error(codes.Unavailable, "down")
+			}
+			return echoAll(stream)
+		}}
+		cc := serve(t, s, retrygrpc.DialOptions(p)...)
+		for range tc.successes {
+			cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sendAll(t, cs, "a")
+			if _, err := recvAll(cs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mu.Lock()
+		fail = true
+		mu.Unlock()
+		cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sendAll(t, cs, "a")
+		recvAll(cs)
+		if got := s.Calls(methodBidi) - tc.successes; got != tc.calls {
+			t.Fatalf("after %d successful streams: the failing stream made %d attempts, want %d", tc.successes, got, tc.calls)
+		}
 	}
 }
