@@ -38,14 +38,37 @@ import (
 // read the trailer) and allocates nothing more than the call itself.
 func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInterceptor {
 	c := newConfig(opts)
+	invalid := p.Validate()
+	// plain: the first attempt is a bare call for retry.Do too (no
+	// Throttle, Budget, AttemptTimeout, Observer or time budget), so it can
+	// be made here, and retry.Do entered only when it fails.
+	plain := p.Throttle == nil && p.Budget == nil && p.AttemptTimeout <= 0 && p.Observer == nil && p.MaxElapsed <= 0
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
 		if !c.retriesMethod(method) {
 			return invoker(ctx, method, req, reply, cc, callOpts...)
 		}
+		if invalid != nil {
+			return invalid
+		}
 		u := unaryPool.Get().(*unaryCall)
 		u.opts = append(append(u.opts[:0], callOpts...), u.trailerOpt)
+		var first error // the outcome of a first attempt made before retry.Do
 		n := 0
+		if plain && ctx.Err() == nil {
+			n = 1
+			if first = invoker(ctx, method, req, reply, cc, u.opts...); first == nil {
+				u.reset()
+				unaryPool.Put(u)
+				return nil
+			}
+			first = c.classify(ctx, &p, first, u.trailer)
+		}
 		err := retry.Do(ctx, p, func(actx context.Context) error {
+			if first != nil {
+				err := first
+				first = nil
+				return err // the first attempt, already made
+			}
 			n++
 			if n > 1 {
 				actx = metadata.AppendToOutgoingContext(actx, HeaderPreviousAttempts, strconv.Itoa(n-1))

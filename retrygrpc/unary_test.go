@@ -414,8 +414,8 @@ func TestInvalidPolicy(t *testing.T) {
 // the trailer metadata: that is compared with a bare call that asks for
 // the trailer too, and the difference from a plain bare call is logged.
 func TestUnaryNoExtraAllocs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocation counts over loopback")
+	if testing.Short() || raceEnabled {
+		t.Skip("allocation counts: run without -short and -race")
 	}
 	s := &echoServer{}
 	bare := serve(t, s)

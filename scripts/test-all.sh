@@ -55,6 +55,9 @@ step "examples/gcloud: the transport under the generated Cloud Storage client (l
 step "examples/memorystore: retrygax/retrygrpc under the generated Memorystore client (gRPC and REST fakes)"
 (cd examples/memorystore && go run .)
 
+step "retrygrpc: allocations of a successful call (needs a run without -race: sync.Pool drops items under it)"
+(cd retrygrpc && go test -count=1 -run 'NoExtraAllocs' .)
+
 step "fuzz targets ($fuzztime each)"
 while IFS= read -r f; do
   dir=$(dirname "$f")
