@@ -51,7 +51,12 @@ func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInte
 			return invalid
 		}
 		u := unaryPool.Get().(*unaryCall)
-		u.opts = append(append(u.opts[:0], callOpts...), u.trailerOpt)
+		if len(callOpts) == 0 {
+			u.opts = u.only[:]
+		} else {
+			u.opts = append(append(u.buf[:0], callOpts...), u.trailerOpt)
+			u.buf = u.opts
+		}
 		var first error // the outcome of a first attempt made before retry.Do
 		n := 0
 		if plain && ctx.Err() == nil {
@@ -90,19 +95,25 @@ func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInte
 // that the first attempt allocates nothing.
 type unaryCall struct {
 	trailer    metadata.MD
-	trailerOpt grpc.CallOption // grpc.Trailer(&trailer), built once
-	opts       []grpc.CallOption
+	trailerOpt grpc.CallOption    // grpc.Trailer(&trailer), built once
+	only       [1]grpc.CallOption // {trailerOpt}: the options of a call that has none
+	buf        []grpc.CallOption  // reused for calls with options
+	opts       []grpc.CallOption  // the options of this call
 }
 
 func (u *unaryCall) reset() {
 	u.trailer = nil
-	clear(u.opts) // drop the caller's options
-	u.opts = u.opts[:0]
+	if len(u.opts) > 1 {
+		clear(u.buf) // drop the caller's options
+		u.buf = u.buf[:0]
+	}
+	u.opts = nil
 }
 
 var unaryPool = sync.Pool{New: func() any {
 	u := new(unaryCall)
 	u.trailerOpt = grpc.Trailer(&u.trailer)
+	u.only[0] = u.trailerOpt
 	return u
 }}
 
