@@ -310,10 +310,6 @@ func TestRESTStackedOverTransport(t *testing.T) {
 	c := restClient(t, &calls, func(int) restAnswer { return restAnswer{code: 503} }, hc)
 	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
 	getInstance(t.Context(), c)
-	if n := calls.Load(); n == 9 {
-		// TEMPORARY until retryhttp's header mark is merged (branch http).
-		t.Skip("retryhttp does not yet set Retry-Exhausted on the response it gives up on")
-	}
 	if n := calls.Load(); n != 3 {
 		t.Fatalf("server saw %d calls, want 3 (one layer)", n)
 	}
