@@ -53,6 +53,9 @@ func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientIn
 		}
 		cs, err := s.open(ctx)
 		if err != nil {
+			if ctx.Err() != nil || retry.IsPermanent(err) {
+				return nil, original(err)
+			}
 			if cs, err = s.episode(err, nil); err != nil {
 				return nil, err
 			}

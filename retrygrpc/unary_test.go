@@ -457,3 +457,26 @@ func TestUnaryObserver(t *testing.T) {
 		t.Fatalf("events = %v, want %v", events, want)
 	}
 }
+
+// The caller's context ends during the first attempt: the error is grpc's,
+// unchanged, whether or not the policy lets the first attempt skip the loop.
+func TestUnaryCallerCancelDuringFirstAttempt(t *testing.T) {
+	for _, p := range []retry.Policy{fast, {MaxAttempts: 3, MaxElapsed: time.Minute}} {
+		ctx, cancel := context.WithCancel(t.Context())
+		s := &echoServer{unary: func(_ context.Context, n int, in string) (string, error) {
+			cancel() // the caller gives up while the server answers
+			return "", status.Error(codes.Unavailable, "down")
+		}}
+		cc := serve(t, s, retrygrpc.DialOptions(p)...)
+		_, err := callUnary(ctx, cc, methodUnary)
+		if c := status.Code(err); c != codes.Canceled && c != codes.Unavailable {
+			t.Fatalf("policy %+v: err = %v, want grpc's own error", p, err)
+		}
+		if _, ok := err.(interface{ GRPCStatus() *status.Status }); !ok {
+			t.Fatalf("policy %+v: err = %T %v, want the status error itself", p, err, err)
+		}
+		if got := s.Calls(methodUnary); got != 1 {
+			t.Fatalf("server saw %d attempts, want 1", got)
+		}
+	}
+}
