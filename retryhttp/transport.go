@@ -432,14 +432,14 @@ func (c *call) tryTimed(d time.Duration, body io.ReadCloser) (*http.Response, er
 	if err != nil {
 		return nil, c.classify(r, err)
 	}
-	switch resp.Body {
-	case nil, http.NoBody:
+	if resp.Body == nil || resp.Body == http.NoBody {
 		// Nothing to read: the attempt's context can end now.
-	default:
-		resp.Body = newCancelBody(resp.Body, cancel)
-		handedOut = true
+		return c.judge(r, resp)
 	}
-	return c.judge(r, resp)
+	resp.Body = newCancelBody(resp.Body, cancel)
+	resp, err = c.judge(r, resp) // RetryStatus may panic: cancel then
+	handedOut = true
+	return resp, err
 }
 
 // judge decides what the loop sees for a response to request r.
