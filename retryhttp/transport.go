@@ -192,7 +192,7 @@ type call struct {
 	stream     bool           // too large to buffer: buf is its prefix, sent once
 	bodyUsed   bool           // the caller's body was handed to base or closed
 	exhaust    bool           // the last response says "already retried below"
-	replay     bool           // the next call of attempt returns first, first sends nothing
+	replay     bool           // the loop's next call of attempt returns firstResp, firstErr and sends nothing
 	buf        []byte         // buffered body or prefix of a streamed one
 	n          int            // attempts sent (base.RoundTrip called)
 	last       *http.Response // last retryable response, still open or buffered
