@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,9 +113,8 @@ func TestSimulateBadInput(t *testing.T) {
 		"twice":       {"--compare", "full,full"},
 	} {
 		_, _, err := simulate(t, args...)
-		var ue interface{ ExitCode() int }
-		if !errors.As(err, &ue) || ue.ExitCode() != 2 {
-			t.Errorf("%s: error %v (%T), want a usage error (exit 2)", name, err, err)
+		if err == nil || exitStatus(err) != exitUsage {
+			t.Errorf("%s: error %v (%T), want a usage error (exit %d)", name, err, err, exitUsage)
 			continue
 		}
 		if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, name) {
