@@ -173,3 +173,17 @@ func BenchmarkDelays(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDoSuccessObserver is BenchmarkDoSuccess with an Observer that
+// does nothing: the cost of the two events of a successful call.
+func BenchmarkDoSuccessObserver(b *testing.B) {
+	p := retry.Policy{Observer: retry.ObserverFunc(func(context.Context, retry.Event) {})}
+	ctx := context.Background()
+	op := func(context.Context) error { return nil }
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := retry.Do(ctx, p, op); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

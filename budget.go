@@ -156,6 +156,17 @@ func mustBudget(c BudgetConfig) *Budget {
 	return b
 }
 
+// RecordAttempt counts a first attempt that is being sent, for loops that
+// do not go through [Do] (a client library's own retry loop): first
+// attempts earn retries. [Do] does this itself through Policy.Budget.
+func (b *Budget) RecordAttempt() { b.record(false) }
+
+// AllowRetry reports whether one more retry fits in the budget and, if so,
+// withdraws it: the caller must then send the retry (a retry granted and
+// not sent still counts). It is for loops that do not go through [Do],
+// which does this itself through Policy.Budget.
+func (b *Budget) AllowRetry() bool { return b.allowRetry() }
+
 // record counts an attempt that is being sent. Only first attempts earn
 // budget; retries were counted when allowRetry granted them.
 func (b *Budget) record(isRetry bool) {

@@ -4,19 +4,9 @@ import (
 	"context"
 	"errors"
 	"iter"
-	"log/slog"
+	"math"
 	"time"
 )
-
-// Event describes one failed attempt that is about to be retried. It is
-// passed to Policy.OnRetry before the wait starts.
-type Event struct {
-	Attempt     int           // the attempt that just failed, 1-based
-	MaxAttempts int           // the policy's attempt limit, or Unlimited
-	Err         error         // the attempt's error
-	Delay       time.Duration // the wait about to start
-	Elapsed     time.Duration // time since Do started (see Error.Elapsed)
-}
 
 // Do calls op until it succeeds or a stop rule of p ends the loop, waiting
 // between attempts as p says. It returns nil on success; the error of
@@ -30,8 +20,12 @@ type Event struct {
 //
 // When op succeeds at the first attempt, Do allocates nothing and reads no
 // clock (a MaxElapsed makes it read the clock once, an AttemptTimeout
-// makes it create the attempt's context, and a Budget or Throttle reads the
-// clock once every 64 calls to age its window).
+// makes it create the attempt's context, a Budget or Throttle reads the
+// clock once every 64 calls to age its window, and an Observer is called
+// twice: EventAttempt and EventDone).
+//
+// If op panics, the panic propagates to the caller of Do; the attempt's
+// context (with AttemptTimeout) is cancelled first.
 func Do(ctx context.Context, p Policy, op func(context.Context) error) error {
 	return run(ctx, &p, op)
 }
@@ -76,52 +70,70 @@ func run(ctx context.Context, p *Policy, op func(context.Context) error) error {
 		start = time.Now()
 	}
 	if err := ctx.Err(); err != nil {
-		return p.giveUp(ctx, &Error{Reason: ReasonContext, Cause: err}, start)
+		return p.giveUp(ctx, &Error{Reason: ReasonContext, Cause: err}, start, 0)
 	}
 	var (
 		err      error
 		timedOut bool
 	)
-	if p.Throttle == nil && p.Budget == nil && p.AttemptTimeout <= 0 {
+	if p.Throttle == nil && p.Budget == nil && p.AttemptTimeout <= 0 && p.Observer == nil {
 		err = op(ctx) // the plain first attempt, without a call to attempt
 	} else {
-		err, timedOut = p.attempt(ctx, op, false)
+		err, timedOut = p.attempt(ctx, op, 1)
 	}
 	if err == nil {
+		if p.Observer != nil {
+			p.Observer.Observe(ctx, Event{Kind: EventDone, Attempt: 1, MaxAttempts: p.maxAttempts()})
+		}
 		return nil
 	}
 	return p.retryLoop(ctx, op, err, timedOut, start)
 }
 
 // plain reports whether an attempt is a bare call of op (no Throttle,
-// Budget or AttemptTimeout) and the loop needs no clock before it (no
-// MaxElapsed).
+// Budget, AttemptTimeout or Observer) and the loop needs no clock before it
+// (no MaxElapsed).
 func (p *Policy) plain() bool {
-	return p.Throttle == nil && p.Budget == nil && p.AttemptTimeout <= 0 && p.MaxElapsed <= 0
+	return p.Throttle == nil && p.Budget == nil && p.AttemptTimeout <= 0 && p.MaxElapsed <= 0 && p.Observer == nil
 }
 
-// attempt makes one attempt, through the Throttle and Budget if set.
-// timedOut reports that the attempt's own AttemptTimeout expired while ctx
-// was still alive.
-func (p *Policy) attempt(ctx context.Context, op func(context.Context) error, isRetry bool) (err error, timedOut bool) {
+// attempt makes attempt number n, through the Throttle and Budget if set,
+// and reports it to the Observer. timedOut reports that the attempt's own
+// AttemptTimeout expired while ctx was still alive.
+func (p *Policy) attempt(ctx context.Context, op func(context.Context) error, n int) (err error, timedOut bool) {
 	if p.Throttle != nil && !p.Throttle.allow() {
+		if p.Observer != nil {
+			p.Observer.Observe(ctx, Event{Kind: EventThrottled, Attempt: n, MaxAttempts: p.maxAttempts(), Err: ErrThrottled})
+		}
 		return ErrThrottled, false
 	}
 	if p.Budget != nil {
-		p.Budget.record(isRetry)
+		p.Budget.record(n > 1)
 	}
 	if p.AttemptTimeout > 0 {
-		actx, cancel := context.WithTimeout(ctx, p.AttemptTimeout)
-		err = op(actx)
-		timedOut = err != nil && actx.Err() == context.DeadlineExceeded && ctx.Err() == nil
-		cancel()
+		err, timedOut = p.timedAttempt(ctx, op, n)
 	} else {
+		if p.Observer != nil {
+			p.Observer.Observe(ctx, Event{Kind: EventAttempt, Attempt: n, MaxAttempts: p.maxAttempts()})
+		}
 		err = op(ctx)
 	}
 	if p.Throttle != nil {
 		p.Throttle.record(err)
 	}
 	return err, timedOut
+}
+
+// timedAttempt calls op under a child of ctx bounded by AttemptTimeout,
+// cancelled on every path out, a panic included.
+func (p *Policy) timedAttempt(ctx context.Context, op func(context.Context) error, n int) (err error, timedOut bool) {
+	actx, cancel := context.WithTimeout(ctx, p.AttemptTimeout)
+	defer cancel()
+	if p.Observer != nil {
+		p.Observer.Observe(actx, Event{Kind: EventAttempt, Attempt: n, MaxAttempts: p.maxAttempts()})
+	}
+	err = op(actx)
+	return err, err != nil && actx.Err() == context.DeadlineExceeded && ctx.Err() == nil
 }
 
 // retryLoop runs from the first failure on.
@@ -131,9 +143,11 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 	}
 	maxAttempts := p.maxAttempts()
 	var (
-		timer *time.Timer
-		prev  time.Duration
+		timer  *time.Timer
+		prev   time.Duration
+		waited time.Duration // sum of the waits so far
 	)
+	observed := p.Observer != nil || p.Logger != nil
 	defer func() {
 		if timer != nil {
 			timer.Stop()
@@ -141,7 +155,7 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 	}()
 	for n := 1; ; n++ {
 		fail := func(r Reason, cause error) error {
-			return p.giveUp(ctx, &Error{Attempts: n, Err: err, Reason: r, Cause: cause}, start)
+			return p.giveUp(ctx, &Error{Attempts: n, Err: err, Reason: r, Cause: cause}, start, waited)
 		}
 		if r, cause := p.stopReason(ctx, err, timedOut); r != 0 {
 			return fail(r, cause)
@@ -149,7 +163,7 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 		if maxAttempts != Unlimited && n >= maxAttempts {
 			return fail(ReasonAttempts, nil)
 		}
-		d := p.Delay(n-1, prev, nil)
+		d := p.delay(n-1, prev, nil)
 		prev = d
 		if ra, ok := RetryAfter(err); ok && ra > d {
 			d = ra
@@ -158,7 +172,7 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 		// deadline, or a hook that reports the elapsed time.
 		dl, hasDeadline := ctx.Deadline()
 		var elapsed time.Duration
-		if p.MaxElapsed > 0 || hasDeadline || p.OnRetry != nil || p.Logger != nil {
+		if p.MaxElapsed > 0 || hasDeadline || observed {
 			now := time.Now()
 			elapsed = now.Sub(start)
 			if p.MaxElapsed > 0 && d > p.MaxElapsed-elapsed {
@@ -171,16 +185,13 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 			}
 		}
 		if p.Budget != nil && !p.Budget.allowRetry() {
+			if observed {
+				p.emit(ctx, Event{Kind: EventBudgetRefused, Attempt: n, MaxAttempts: maxAttempts, Err: err, Waited: waited, Elapsed: elapsed})
+			}
 			return fail(ReasonBudget, nil)
 		}
-		if p.OnRetry != nil {
-			p.OnRetry(Event{Attempt: n, MaxAttempts: maxAttempts, Err: err, Delay: d, Elapsed: elapsed})
-		}
-		if p.Logger != nil && p.Logger.Enabled(ctx, slog.LevelDebug) {
-			p.Logger.LogAttrs(ctx, slog.LevelDebug, "retry: attempt failed, retrying",
-				slog.Int("attempt", n), slog.Int("max_attempts", maxAttempts),
-				slog.Duration("delay", d), slog.Duration("elapsed", elapsed),
-				slog.String("error", err.Error()))
+		if observed {
+			p.emit(ctx, Event{Kind: EventRetry, Attempt: n, MaxAttempts: maxAttempts, Err: err, Delay: d, Waited: waited, Elapsed: elapsed})
 		}
 		if d > 0 {
 			if timer == nil {
@@ -196,11 +207,24 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 		} else if cerr := ctx.Err(); cerr != nil {
 			return fail(ReasonContext, cerr)
 		}
-		err, timedOut = p.attempt(ctx, op, true)
+		waited = addSat(waited, d)
+		err, timedOut = p.attempt(ctx, op, n+1)
 		if err == nil {
+			if p.Observer != nil {
+				p.Observer.Observe(ctx, Event{Kind: EventDone, Attempt: n + 1, MaxAttempts: maxAttempts, Waited: waited})
+			}
 			return nil
 		}
 	}
+}
+
+// addSat returns a+b for non-negative durations, saturating at the
+// largest Duration.
+func addSat(a, b time.Duration) time.Duration {
+	if s := a + b; s >= a {
+		return s
+	}
+	return math.MaxInt64
 }
 
 // stopReason says whether err ends the loop, and with which context error.
@@ -229,23 +253,14 @@ func (p *Policy) stopReason(ctx context.Context, err error, timedOut bool) (Reas
 	return 0, nil
 }
 
-func (p *Policy) giveUp(ctx context.Context, e *Error, start time.Time) error {
+// giveUp fills in e.Elapsed, reports EventDone and returns e.
+func (p *Policy) giveUp(ctx context.Context, e *Error, start time.Time, waited time.Duration) error {
 	if !start.IsZero() {
 		e.Elapsed = time.Since(start)
 	}
-	if p.Logger != nil && p.Logger.Enabled(ctx, slog.LevelError) {
-		attrs := []slog.Attr{
-			slog.Int("attempts", e.Attempts),
-			slog.Duration("elapsed", e.Elapsed),
-			slog.String("reason", e.Reason.String()),
-		}
-		if e.Err != nil {
-			attrs = append(attrs, slog.String("error", e.Err.Error()))
-		}
-		if e.Cause != nil {
-			attrs = append(attrs, slog.String("cause", e.Cause.Error()))
-		}
-		p.Logger.LogAttrs(ctx, slog.LevelError, "retry: giving up", attrs...)
+	if p.Observer != nil || p.Logger != nil {
+		p.emit(ctx, Event{Kind: EventDone, Attempt: e.Attempts, MaxAttempts: p.maxAttempts(), Err: e,
+			Waited: waited, Elapsed: e.Elapsed, Reason: e.Reason})
 	}
 	return e
 }
@@ -265,7 +280,7 @@ func (p Policy) Delays() iter.Seq2[int, time.Duration] {
 		maxAttempts := p.maxAttempts()
 		var prev, total time.Duration
 		for n := 1; maxAttempts == Unlimited || n < maxAttempts; n++ {
-			d := p.Delay(n-1, prev, nil)
+			d := p.delay(n-1, prev, nil)
 			prev = d
 			if p.MaxElapsed > 0 {
 				if d > p.MaxElapsed-total {

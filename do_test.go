@@ -375,11 +375,20 @@ func TestNestedLoopsDoNotMultiply(t *testing.T) {
 	})
 }
 
-func TestOnRetryEvents(t *testing.T) {
+// onRetry is an Observer that passes EventRetry events to f.
+func onRetry(f func(retry.Event)) retry.Observer {
+	return retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+		if e.Kind == retry.EventRetry {
+			f(e)
+		}
+	})
+}
+
+func TestRetryEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var events []retry.Event
 		var calls []time.Time
-		p := retry.Policy{Jitter: retry.NoJitter, MaxAttempts: 4, OnRetry: func(e retry.Event) { events = append(events, e) }}
+		p := retry.Policy{Jitter: retry.NoJitter, MaxAttempts: 4, Observer: onRetry(func(e retry.Event) { events = append(events, e) })}
 		retry.Do(t.Context(), p, failing(100, errTransient, &calls))
 		if len(events) != 3 {
 			t.Fatalf("%d events, want 3", len(events))
@@ -614,10 +623,10 @@ func TestRetryableOverridesDefaultClassification(t *testing.T) {
 	})
 }
 
-func TestOnRetryElapsedAndServerDelay(t *testing.T) {
+func TestRetryEventElapsedAndServerDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var events []retry.Event
-		p := retry.Policy{Jitter: retry.NoJitter, MaxAttempts: 3, OnRetry: func(e retry.Event) { events = append(events, e) }}
+		p := retry.Policy{Jitter: retry.NoJitter, MaxAttempts: 3, Observer: onRetry(func(e retry.Event) { events = append(events, e) })}
 		n := 0
 		retry.Do(t.Context(), p, func(context.Context) error {
 			n++
@@ -625,21 +634,21 @@ func TestOnRetryElapsedAndServerDelay(t *testing.T) {
 			return retry.After(errTransient, 5*time.Second)
 		})
 		want := []retry.Event{
-			{Attempt: 1, MaxAttempts: 3, Delay: 5 * time.Second, Elapsed: 0},
-			{Attempt: 2, MaxAttempts: 3, Delay: 5 * time.Second, Elapsed: 6 * time.Second},
+			{Kind: retry.EventRetry, Attempt: 1, MaxAttempts: 3, Delay: 5 * time.Second, Elapsed: 0},
+			{Kind: retry.EventRetry, Attempt: 2, MaxAttempts: 3, Delay: 5 * time.Second, Waited: 5 * time.Second, Elapsed: 6 * time.Second},
 		}
 		if len(events) != len(want) {
 			t.Fatalf("%d events, want %d", len(events), len(want))
 		}
 		for i, e := range events {
 			w := want[i]
-			if e.Attempt != w.Attempt || e.MaxAttempts != w.MaxAttempts || e.Delay != w.Delay || e.Elapsed != w.Elapsed || !errors.Is(e.Err, errTransient) {
+			if e.Attempt != w.Attempt || e.MaxAttempts != w.MaxAttempts || e.Delay != w.Delay || e.Waited != w.Waited || e.Elapsed != w.Elapsed || !errors.Is(e.Err, errTransient) {
 				t.Errorf("event %d = %+v, want %+v", i, e, w)
 			}
 		}
-		// OnRetry is not called for a loop that does not retry.
+		// No EventRetry for a loop that does not retry.
 		events = nil
-		retry.Do(t.Context(), retry.Policy{MaxAttempts: 1, OnRetry: p.OnRetry}, func(context.Context) error { return errTransient })
+		retry.Do(t.Context(), retry.Policy{MaxAttempts: 1, Observer: p.Observer}, func(context.Context) error { return errTransient })
 		retry.Do(t.Context(), p, func(context.Context) error { return nil })
 		if len(events) != 0 {
 			t.Errorf("%d events without a retry", len(events))
@@ -703,11 +712,11 @@ func TestNestedWrappedExhausted(t *testing.T) {
 	}
 }
 
-// MaxAttempts 1 never waits, never calls OnRetry and reports 1 attempt.
+// MaxAttempts 1 never waits, never reports a retry and reports 1 attempt.
 func TestMaxAttemptsOneReportsOneAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		err := retry.Do(t.Context(), retry.Policy{MaxAttempts: 1, OnRetry: func(retry.Event) { t.Error("OnRetry called") }},
+		err := retry.Do(t.Context(), retry.Policy{MaxAttempts: 1, Observer: onRetry(func(retry.Event) { t.Error("EventRetry reported") })},
 			func(context.Context) error { return errTransient })
 		var re *retry.Error
 		if !errors.As(err, &re) || re.Attempts != 1 || re.Reason != retry.ReasonAttempts || time.Since(start) != 0 {

@@ -101,8 +101,8 @@
 // A Policy is a plain value holding no per-call state: one Policy may be
 // copied, shared and used by any number of goroutines and calls at once.
 // The [Budget] and [Throttle] it may point to are shared on purpose and safe
-// for concurrent use. OnRetry and the Logger run on the goroutine that
-// called Do.
+// for concurrent use. The Observer and the Logger run on the goroutine
+// that called Do.
 //
 // # Performance
 //

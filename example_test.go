@@ -86,9 +86,11 @@ func ExampleAfter() {
 		MaxDelay:   time.Millisecond,
 		Jitter:     retry.NoJitter,
 		MaxElapsed: time.Second,
-		OnRetry: func(e retry.Event) {
-			fmt.Println("retry", e.Attempt, "after", e.Delay)
-		},
+		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+			if e.Kind == retry.EventRetry {
+				fmt.Println("retry", e.Attempt, "after", e.Delay)
+			}
+		}),
 	}
 	calls := 0
 	err := retry.Do(context.Background(), p, func(ctx context.Context) error {
@@ -161,7 +163,7 @@ func ExampleDefault() {
 		fmt.Printf("%-7s jitter %-16v first wait %v..%v\n", preset.name, preset.p.Jitter, lo, hi)
 	}
 	// Output:
-	// default jitter additive:1s      first wait 1s..2s
+	// default jitter additive         first wait 1s..2s
 	// aws     jitter full             first wait 0s..50ms
 	// grpc    jitter proportional:0.2 first wait 800ms..1.2s
 }
@@ -180,25 +182,30 @@ func ExamplePolicy_Validate() {
 	// true
 }
 
-// OnRetry sees each failed attempt before the wait; use it for metrics.
-func ExamplePolicy_onRetry() {
+// An Observer sees every attempt, each retry before its wait, and the end
+// of the call; use it for metrics, traces or logs.
+func ExampleObserverFunc() {
 	p := retry.Policy{
 		Initial:     time.Millisecond,
 		MaxDelay:    2 * time.Millisecond,
 		Jitter:      retry.NoJitter,
 		MaxAttempts: 3,
-		OnRetry: func(e retry.Event) {
-			fmt.Printf("attempt %d/%d failed (%v), waiting %v\n", e.Attempt, e.MaxAttempts, e.Err, e.Delay)
-		},
+		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+			switch e.Kind {
+			case retry.EventRetry:
+				fmt.Printf("attempt %d/%d failed (%v), waiting %v\n", e.Attempt, e.MaxAttempts, e.Err, e.Delay)
+			case retry.EventDone:
+				fmt.Printf("done after %d attempts, %v waited, reason: %v\n", e.Attempt, e.Waited, e.Reason)
+			}
+		}),
 	}
-	err := retry.Do(context.Background(), p, func(ctx context.Context) error {
+	retry.Do(context.Background(), p, func(ctx context.Context) error {
 		return errUnavailable
 	})
-	fmt.Println(err.(*retry.Error).Attempts, "attempts")
 	// Output:
 	// attempt 1/3 failed (service unavailable), waiting 1ms
 	// attempt 2/3 failed (service unavailable), waiting 2ms
-	// 3 attempts
+	// done after 3 attempts, 3ms waited, reason: attempts used up
 }
 
 // An inner loop's give-up is not retried by an outer loop: nested retry
@@ -223,7 +230,12 @@ func ExampleIsExhausted() {
 // context's error and the last attempt's error.
 func ExampleDo_cancel() {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := retry.Policy{OnRetry: func(retry.Event) { cancel() }} // cancel during the first wait
+	// Cancel when the first wait is about to start.
+	p := retry.Policy{Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+		if e.Kind == retry.EventRetry {
+			cancel()
+		}
+	})}
 	err := retry.Do(ctx, p, func(ctx context.Context) error {
 		return errUnavailable
 	})

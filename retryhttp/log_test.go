@@ -2,6 +2,7 @@ package retryhttp_test
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -11,13 +12,17 @@ import (
 	"github.com/retrykit/retry/retryhttp"
 )
 
-func TestLoggerAndOnRetryShowRedactedRequest(t *testing.T) {
+func TestLoggerAndObserverShowRedactedRequest(t *testing.T) {
 	_, srv := newScript(t, 503, 200)
 	var buf bytes.Buffer
 	var events []retry.Event
 	p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 3,
-		Logger:  slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		OnRetry: func(e retry.Event) { events = append(events, e) }}
+		Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+			if e.Kind == retry.EventRetry {
+				events = append(events, e)
+			}
+		})}
 	c := client(t, &retryhttp.Transport{Policy: p})
 	u := strings.Replace(srv.URL, "http://", "http://alice:hunter2@", 1) + "/v1/items?api_key=s3cr3t&page=2"
 	req, _ := http.NewRequest("DELETE", u, nil)

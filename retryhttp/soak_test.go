@@ -103,13 +103,16 @@ func TestSoak(t *testing.T) {
 			MaxAttempts:    soakMaxAttempts,
 			AttemptTimeout: time.Second,
 			MaxElapsed:     budget - time.Second,
-			OnRetry: func(ev retry.Event) {
+			Observer: retry.ObserverFunc(func(_ context.Context, ev retry.Event) {
+				if ev.Kind != retry.EventRetry {
+					return
+				}
 				retries.Add(1)
 				var to interface{ Timeout() bool }
 				if errors.As(ev.Err, &to) && to.Timeout() {
 					timeouts.Add(1)
 				}
-			},
+			}),
 		},
 		MaxRetryAfter:   50 * time.Millisecond,
 		MaxBufferedBody: 64 << 10,

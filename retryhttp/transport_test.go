@@ -272,7 +272,11 @@ func TestTransportErrors(t *testing.T) {
 	l.Close()
 	var events []retry.Event
 	p := fast
-	p.OnRetry = func(e retry.Event) { events = append(events, e) }
+	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+		if e.Kind == retry.EventRetry {
+			events = append(events, e)
+		}
+	})
 	c := client(t, &retryhttp.Transport{Policy: p})
 	_, err = c.Post("http://user:secret@"+addr+"/x?token=abc", "text/plain", strings.NewReader("b"))
 	var re *retry.Error

@@ -108,7 +108,11 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 		var cs *cmdStatus
 		return errors.As(err, &cs) && (codes == nil || codes[cs.code])
 	}
-	p.OnRetry = func(ev retry.Event) { rep.retrying(ev, ev.Err.Error()) }
+	p.Observer = retry.ObserverFunc(func(_ context.Context, ev retry.Event) {
+		if ev.Kind == retry.EventRetry {
+			rep.retrying(ev, ev.Err.Error())
+		}
+	})
 	rep.infof("%s", describe(p))
 	last := 0
 	attempt := 0

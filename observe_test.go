@@ -1,0 +1,224 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/retrykit/retry"
+)
+
+// recorder is an Observer that keeps every event.
+type recorder struct {
+	mu     sync.Mutex
+	events []retry.Event
+}
+
+func (r *recorder) Observe(_ context.Context, e retry.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+func (r *recorder) kinds() []retry.EventKind {
+	var ks []retry.EventKind
+	for _, e := range r.events {
+		ks = append(ks, e.Kind)
+	}
+	return ks
+}
+
+func sameKinds(a, b []retry.EventKind) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+const (
+	att  = retry.EventAttempt
+	rtr  = retry.EventRetry
+	thr  = retry.EventThrottled
+	ref  = retry.EventBudgetRefused
+	done = retry.EventDone
+)
+
+func TestObserverSuccessAtFirstAttempt(t *testing.T) {
+	var r recorder
+	for _, p := range []retry.Policy{
+		{Observer: &r},
+		{Observer: &r, AttemptTimeout: time.Hour},
+		{Observer: &r, MaxElapsed: time.Hour},
+	} {
+		r.events = nil
+		if err := retry.Do(t.Context(), p, func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := r.kinds(), []retry.EventKind{att, done}; !sameKinds(got, want) {
+			t.Fatalf("%+v: kinds %v, want %v", p, got, want)
+		}
+		if e := r.events[1]; e.Attempt != 1 || e.Err != nil || e.Reason != 0 || e.Waited != 0 || e.MaxAttempts != retry.DefaultMaxAttempts {
+			t.Errorf("done event %+v", e)
+		}
+	}
+	// DoValue reports the same events.
+	r.events = nil
+	v, err := retry.DoValue(t.Context(), retry.Policy{Observer: &r}, func(context.Context) (int, error) { return 7, nil })
+	if v != 7 || err != nil || !sameKinds(r.kinds(), []retry.EventKind{att, done}) {
+		t.Fatalf("DoValue: %d, %v, kinds %v", v, err, r.kinds())
+	}
+}
+
+func TestObserverRetriesAndGiveUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var r recorder
+		p := retry.Policy{Observer: &r, Jitter: retry.NoJitter, MaxAttempts: 3}
+		err := retry.Do(t.Context(), p, func(context.Context) error { return errTransient })
+		want := []retry.EventKind{att, rtr, att, rtr, att, done}
+		if !sameKinds(r.kinds(), want) {
+			t.Fatalf("kinds %v, want %v", r.kinds(), want)
+		}
+		for i, n := range []int{1, 1, 2, 2, 3, 3} {
+			if r.events[i].Attempt != n {
+				t.Errorf("event %d (%v) attempt %d, want %d", i, r.events[i].Kind, r.events[i].Attempt, n)
+			}
+		}
+		d := r.events[5]
+		if d.Err != err || d.Reason != retry.ReasonAttempts || d.Waited != 3*time.Second || d.Elapsed != 3*time.Second {
+			t.Errorf("done event %+v (err %v)", d, err)
+		}
+		if e := r.events[3]; e.Delay != 2*time.Second || e.Waited != time.Second || !errors.Is(e.Err, errTransient) {
+			t.Errorf("second retry event %+v", e)
+		}
+
+		// Success after a retry: EventDone with no error and the total wait.
+		r.events = nil
+		calls := 0
+		retry.Do(t.Context(), p, func(context.Context) error {
+			if calls++; calls < 3 {
+				return errTransient
+			}
+			return nil
+		})
+		if !sameKinds(r.kinds(), want) {
+			t.Fatalf("kinds %v, want %v", r.kinds(), want)
+		}
+		if d := r.events[5]; d.Err != nil || d.Reason != 0 || d.Attempt != 3 || d.Waited != 3*time.Second {
+			t.Errorf("done event %+v", d)
+		}
+	})
+}
+
+func TestObserverThrottleAndBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A budget with no floor and no ratio refuses every retry.
+		b, err := retry.NewBudget(retry.BudgetConfig{Ratio: -1, MinPerSecond: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r recorder
+		p := retry.Policy{Observer: &r, Initial: retry.Immediate, Budget: b}
+		err = retry.Do(t.Context(), p, func(context.Context) error { return errTransient })
+		if want := []retry.EventKind{att, ref, done}; !sameKinds(r.kinds(), want) {
+			t.Fatalf("kinds %v, want %v", r.kinds(), want)
+		}
+		if d := r.events[2]; d.Reason != retry.ReasonBudget || !errors.Is(d.Err, retry.ErrBudgetExhausted) || !errors.Is(err, retry.ErrBudgetExhausted) {
+			t.Errorf("done event %+v", d)
+		}
+
+		// A throttle that has seen only rejections rejects most attempts
+		// locally: each rejection is an EventThrottled, not an EventAttempt.
+		th, _ := retry.NewThrottle(retry.ThrottleConfig{K: 1})
+		for range 1000 {
+			if th.Allow() {
+				th.Record(false)
+			}
+		}
+		r.events = nil
+		sent := 0
+		p = retry.Policy{Observer: &r, Initial: retry.Immediate, Throttle: th, MaxAttempts: 50}
+		retry.Do(t.Context(), p, func(context.Context) error { sent++; return errTransient })
+		counts := map[retry.EventKind]int{}
+		for _, e := range r.events {
+			counts[e.Kind]++
+			if e.Kind == thr && !errors.Is(e.Err, retry.ErrThrottled) {
+				t.Errorf("throttled event %+v", e)
+			}
+		}
+		if counts[att] != sent || counts[thr] != 50-sent || counts[rtr] != 49 || counts[done] != 1 || counts[thr] == 0 {
+			t.Errorf("sent %d, event counts %v", sent, counts)
+		}
+	})
+}
+
+func TestObserverContextDoneBeforeFirstAttempt(t *testing.T) {
+	var r recorder
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := retry.Do(ctx, retry.Policy{Observer: &r}, func(context.Context) error { return nil })
+	if want := []retry.EventKind{done}; !sameKinds(r.kinds(), want) || r.events[0].Reason != retry.ReasonContext || r.events[0].Attempt != 0 {
+		t.Fatalf("kinds %v (%+v), err %v", r.kinds(), r.events, err)
+	}
+}
+
+func TestObserversFanOut(t *testing.T) {
+	if retry.Observers() != nil || retry.Observers(nil, nil) != nil {
+		t.Fatal("Observers of nothing is not nil")
+	}
+	var a, b recorder
+	if o := retry.Observers(nil, &a); o != retry.Observer(&a) {
+		t.Fatal("Observers of one is not that one")
+	}
+	retry.Do(t.Context(), retry.Policy{Observer: retry.Observers(&a, nil, &b)}, func(context.Context) error { return nil })
+	if !sameKinds(a.kinds(), []retry.EventKind{att, done}) || !sameKinds(b.kinds(), a.kinds()) {
+		t.Fatalf("a %v, b %v", a.kinds(), b.kinds())
+	}
+}
+
+// The attempt's context is cancelled even when the operation panics, so
+// it does not stay registered on the caller's context.
+func TestAttemptContextCancelledOnPanic(t *testing.T) {
+	var actx context.Context
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("no panic")
+			}
+		}()
+		retry.Do(t.Context(), retry.Policy{AttemptTimeout: time.Hour}, func(ctx context.Context) error {
+			actx = ctx
+			panic("boom")
+		})
+	}()
+	if actx.Err() != context.Canceled {
+		t.Fatalf("attempt context after the panic: %v, want context.Canceled", actx.Err())
+	}
+}
+
+// With an observer that does nothing, the success path still allocates
+// nothing.
+func TestObserverSuccessAllocatesNothing(t *testing.T) {
+	obs := retry.ObserverFunc(func(context.Context, retry.Event) {})
+	p := retry.Policy{Observer: obs}
+	op := func(context.Context) error { return nil }
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(1000, func() { retry.Do(ctx, p, op) }); n != 0 {
+		t.Fatalf("%v allocs per successful Do with an Observer", n)
+	}
+}
+
+func TestEventKindString(t *testing.T) {
+	for k, want := range map[retry.EventKind]string{att: "attempt", rtr: "retry", thr: "throttled", ref: "budget_refused", done: "done", 0: "EventKind(0)", 99: "EventKind(99)"} {
+		if k.String() != want {
+			t.Errorf("%d: %q, want %q", k, k.String(), want)
+		}
+	}
+}
