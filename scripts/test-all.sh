@@ -52,6 +52,9 @@ done
 step "examples/gcloud: the transport under the generated Cloud Storage client (local fake)"
 (cd examples/gcloud && go run .)
 
+step "examples/otel: retry metrics through the OpenTelemetry Prometheus exporter (loopback; fails without the retry series)"
+(cd examples/otel && go run .)
+
 step "fuzz targets ($fuzztime each)"
 while IFS= read -r f; do
   dir=$(dirname "$f")
