@@ -46,7 +46,9 @@
 // retryhttp.HeaderAttempt (Retry-Attempt: 2 on the first retry). The
 // attempt span of a retry has http.request.resend_count = attempt − 1 (1 on
 // the first retry), read from that header, as the stable HTTP semantic
-// conventions define it; the first attempt's span does not have it.
+// conventions define it; the first attempt's span does not have it (unless
+// the caller's own request already carries a Retry-Attempt header, which
+// is read the same way).
 //
 // Costs: with the observer on, a call that succeeds at once pays two
 // Observe calls and one histogram recording (README, section
