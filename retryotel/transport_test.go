@@ -424,3 +424,80 @@ func TestTransportKeepsRequest(t *testing.T) {
 		t.Errorf("server saw %d requests, want 2", len(rec.seen()))
 	}
 }
+
+// TestTransportAttemptTimeout: an attempt cut short by the policy's
+// AttemptTimeout is its own ended span with an error, and the retry that
+// follows has resend_count 1.
+func TestTransportAttemptTimeout(t *testing.T) {
+	withTraceContext(t)
+	rec := newRecorder(t, func(r *http.Request, n int) int {
+		if n == 1 {
+			select { // stall until the client gives up on this attempt
+			case <-r.Context().Done():
+			case <-time.After(2 * time.Second):
+			}
+		}
+		return http.StatusOK
+	})
+	mp, reader := newMeter(t)
+	tp, sr := newTracer(t)
+	p := fastHTTP(3)
+	p.AttemptTimeout = 50 * time.Millisecond
+	client := &http.Client{Transport: retryotel.NewTransport(loopback(t), p,
+		retryotel.WithMeterProvider(mp), retryotel.WithTracerProvider(tp))}
+	ctx, parent := tp.Tracer("test").Start(t.Context(), "caller")
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, rec.srv.URL, nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body, err := io.ReadAll(resp.Body); err != nil || string(body) != "OK" {
+		t.Errorf("body %q, %v: the body must stay readable after the attempt timeout", body, err)
+	}
+	resp.Body.Close()
+	parent.End()
+
+	spans := clientSpans(sr.Ended())
+	reqs := rec.seen()
+	checkAttempts(t, spans, reqs, parent.SpanContext())
+	if len(spans) == 2 && spans[0].Status().Code.String() != "Error" {
+		t.Errorf("timed-out attempt's span status %v, want Error", spans[0].Status())
+	}
+	m := collect(t, reader)
+	if _, sum := m.hist("retry.call.attempts", httpAttr); int(sum) != len(reqs) || len(reqs) != 2 {
+		t.Errorf("attempts %v, server saw %d, want 2", sum, len(reqs))
+	}
+	if _, total := m.counter("retry.call.gave_up"); total != 0 {
+		t.Errorf("gave_up = %d", total)
+	}
+}
+
+// TestTransportNotRetriedPOST: a POST without an idempotency key that gets
+// a 503 is not retried; the call counts as given up with reason permanent
+// (the transport's loop saw a final, non-retryable answer).
+func TestTransportNotRetriedPOST(t *testing.T) {
+	withTraceContext(t)
+	rec := newRecorder(t, func(*http.Request, int) int { return http.StatusServiceUnavailable })
+	mp, reader := newMeter(t)
+	tp, sr := newTracer(t)
+	client := &http.Client{Transport: retryotel.NewTransport(loopback(t), fastHTTP(3),
+		retryotel.WithMeterProvider(mp), retryotel.WithTracerProvider(tp))}
+	resp, err := client.Post(rec.srv.URL, "text/plain", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || len(rec.seen()) != 1 {
+		t.Fatalf("status %d after %d requests, want 503 after 1", resp.StatusCode, len(rec.seen()))
+	}
+	if n := len(clientSpans(sr.Ended())); n != 1 {
+		t.Errorf("%d attempt spans, want 1", n)
+	}
+	m := collect(t, reader)
+	if _, sum := m.hist("retry.call.attempts", httpAttr); sum != 1 {
+		t.Errorf("attempts %v, want 1", sum)
+	}
+	if v, total := m.counter("retry.call.gave_up", httpAttr, reasonAttr("permanent")); v != 1 || total != 1 {
+		t.Errorf("gave_up{permanent} = %d (all %d), want 1", v, total)
+	}
+}
