@@ -16,7 +16,9 @@ import (
 	"github.com/retrykit/retry/retryotel"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -73,6 +75,24 @@ func loopback(t *testing.T) *http.Transport {
 	base := &http.Transport{}
 	t.Cleanup(base.CloseIdleConnections)
 	return base
+}
+
+// setup is an instrumented client over a fresh loopback transport, with
+// its own SDK providers.
+type setup struct {
+	client *http.Client
+	rt     http.RoundTripper
+	reader *sdkmetric.ManualReader
+	tp     *sdktrace.TracerProvider
+	sr     *tracetest.SpanRecorder
+}
+
+func newSetup(t *testing.T, p retry.Policy) setup {
+	t.Helper()
+	mp, reader := newMeter(t)
+	tp, sr := newTracer(t)
+	rt := retryotel.NewTransport(loopback(t), p, retryotel.WithMeterProvider(mp), retryotel.WithTracerProvider(tp))
+	return setup{client: &http.Client{Transport: rt}, rt: rt, reader: reader, tp: tp, sr: sr}
 }
 
 func fastHTTP(attempts int) retry.Policy {
@@ -157,11 +177,8 @@ func TestTransportAttemptSpans(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	mp, reader := newMeter(t)
-	tp, sr := newTracer(t)
-	rt := retryotel.NewTransport(loopback(t), fastHTTP(4),
-		retryotel.WithMeterProvider(mp), retryotel.WithTracerProvider(tp))
-	client := &http.Client{Transport: rt}
+	st := newSetup(t, fastHTTP(4))
+	client, reader, tp, sr := st.client, st.reader, st.tp, st.sr
 
 	ctx, parent := tp.Tracer("test").Start(t.Context(), "caller")
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, rec.srv.URL, nil)
@@ -230,10 +247,8 @@ func TestTransportAttemptSpans(t *testing.T) {
 func TestTransportGivesUpOnStatus(t *testing.T) {
 	withTraceContext(t)
 	rec := newRecorder(t, func(*http.Request, int) int { return http.StatusServiceUnavailable })
-	mp, reader := newMeter(t)
-	tp, sr := newTracer(t)
-	client := &http.Client{Transport: retryotel.NewTransport(loopback(t), fastHTTP(3),
-		retryotel.WithMeterProvider(mp), retryotel.WithTracerProvider(tp))}
+	st := newSetup(t, fastHTTP(3))
+	client, reader, tp, sr := st.client, st.reader, st.tp, st.sr
 
 	ctx, parent := tp.Tracer("test").Start(t.Context(), "caller")
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, rec.srv.URL, nil)
@@ -276,10 +291,8 @@ func TestTransportManyCalls(t *testing.T) {
 		}
 		return http.StatusNoContent
 	})
-	mp, reader := newMeter(t)
-	tp, sr := newTracer(t)
-	client := &http.Client{Transport: retryotel.NewTransport(loopback(t), fastHTTP(3),
-		retryotel.WithMeterProvider(mp), retryotel.WithTracerProvider(tp))}
+	st := newSetup(t, fastHTTP(3))
+	client, reader, sr := st.client, st.reader, st.sr
 
 	const calls = 40
 	var wg sync.WaitGroup
@@ -335,10 +348,8 @@ func TestTransportConnectionError(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close() // nothing listens there any more: connection refused
-	mp, reader := newMeter(t)
-	tp, sr := newTracer(t)
-	client := &http.Client{Transport: retryotel.NewTransport(loopback(t), fastHTTP(3),
-		retryotel.WithMeterProvider(mp), retryotel.WithTracerProvider(tp))}
+	st := newSetup(t, fastHTTP(3))
+	client, reader, sr := st.client, st.reader, st.sr
 	resp, err := client.Get(url)
 	if err == nil {
 		resp.Body.Close()
@@ -406,9 +417,8 @@ func TestTransportKeepsRequest(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	tp, _ := newTracer(t)
-	mp, _ := newMeter(t)
-	rt := retryotel.NewTransport(loopback(t), fastHTTP(3), retryotel.WithMeterProvider(mp), retryotel.WithTracerProvider(tp))
+	st := newSetup(t, fastHTTP(3))
+	rt, tp := st.rt, st.tp
 	ctx, parent := tp.Tracer("test").Start(context.Background(), "caller")
 	defer parent.End()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, rec.srv.URL, strings.NewReader("payload"))
@@ -439,12 +449,10 @@ func TestTransportAttemptTimeout(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	mp, reader := newMeter(t)
-	tp, sr := newTracer(t)
 	p := fastHTTP(3)
 	p.AttemptTimeout = 50 * time.Millisecond
-	client := &http.Client{Transport: retryotel.NewTransport(loopback(t), p,
-		retryotel.WithMeterProvider(mp), retryotel.WithTracerProvider(tp))}
+	st := newSetup(t, p)
+	client, reader, tp, sr := st.client, st.reader, st.tp, st.sr
 	ctx, parent := tp.Tracer("test").Start(t.Context(), "caller")
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, rec.srv.URL, nil)
 	resp, err := client.Do(req)
@@ -478,10 +486,8 @@ func TestTransportAttemptTimeout(t *testing.T) {
 func TestTransportNotRetriedPOST(t *testing.T) {
 	withTraceContext(t)
 	rec := newRecorder(t, func(*http.Request, int) int { return http.StatusServiceUnavailable })
-	mp, reader := newMeter(t)
-	tp, sr := newTracer(t)
-	client := &http.Client{Transport: retryotel.NewTransport(loopback(t), fastHTTP(3),
-		retryotel.WithMeterProvider(mp), retryotel.WithTracerProvider(tp))}
+	st := newSetup(t, fastHTTP(3))
+	client, reader, sr := st.client, st.reader, st.sr
 	resp, err := client.Post(rec.srv.URL, "text/plain", strings.NewReader("x"))
 	if err != nil {
 		t.Fatal(err)
