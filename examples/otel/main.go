@@ -116,7 +116,7 @@ func run(out io.Writer) error {
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
 	policy := retry.Policy{MaxAttempts: 3, Initial: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond}
-	client := &http.Client{Transport: retryotel.NewTransport(base, policy,
+	client := &http.Client{Timeout: 10 * time.Second, Transport: retryotel.NewTransport(base, policy,
 		retryotel.WithMeterProvider(mp), retryotel.WithTracerProvider(tp))}
 
 	ok, failed := 0, 0
@@ -140,7 +140,7 @@ func run(out io.Writer) error {
 		calls, ok, failed, requests, distinct)
 
 	// Scrape /metrics as Prometheus would.
-	resp, err := http.Get(metricsURL + "/metrics")
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(metricsURL + "/metrics")
 	if err != nil {
 		return err
 	}
