@@ -12,6 +12,10 @@
 //	retry.attempt.throttled  Int64Counter     {attempt} each attempt a retry.Throttle rejected locally
 //	retry.retry.refused      Int64Counter     {retry}   each retry a retry.Budget refused
 //
+// A call whose context was already done before its first attempt records
+// 0 attempts (and gives up with reason context). A call "retried" when it
+// made more than one attempt, attempts a Throttle rejected included.
+//
 // retry.reason is one of attempts, permanent, exhausted, time_budget,
 // deadline, context and budget, one per retry.Reason in the order of its
 // constants. When the call's context holds a recording

@@ -67,6 +67,11 @@ func TestInstrumentMetrics(t *testing.T) {
 		{name: "deadline", ctx: func(ctx context.Context) (context.Context, context.CancelFunc) {
 			return context.WithTimeout(ctx, 15*time.Millisecond)
 		}, failures: 9, err: errFlaky, wantCalls: 2, wantAttempts: 2, wantDelay: 0.010, wantReason: "deadline"},
+		{name: "context done before the first attempt", ctx: func(ctx context.Context) (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(ctx)
+			cancel()
+			return ctx, cancel
+		}, wantCalls: 0, wantAttempts: 0, wantDelay: -1, wantReason: "context"},
 		{name: "context", failures: 9, err: errFlaky, cancelIn: true, wantCalls: 1, wantAttempts: 1, wantDelay: -1, wantReason: "context"},
 		{name: "budget", policy: func(p *retry.Policy) {
 			b, err := retry.NewBudget(retry.BudgetConfig{Ratio: -1, MinPerSecond: -1})
