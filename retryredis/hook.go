@@ -164,7 +164,17 @@ func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 			attempt++
 			err := next(ctx, cmds)
 			last = err
-			if err == nil {
+			if err == redis.Nil {
+				// The first error is a missing key; look past it for a
+				// refusal, which go-redis does not report first.
+				for _, c := range cmds {
+					if e := c.Err(); e != nil && e != redis.Nil {
+						err = e
+						break
+					}
+				}
+			}
+			if err == nil || err == redis.Nil {
 				return nil
 			}
 			return h.judgePipeline(ctx, err, cmds)
