@@ -266,3 +266,85 @@ func (c *client) doUnsafe(ctx context.Context, cmd valkey.Completed, n string) v
 	}
 	return valkey.NewErrorResult(err)
 }
+
+// DoMulti sends commands in one pipeline (or a MULTI ... EXEC block). It is
+// repeated by valkey-go's loop, as a whole, only when every command in it
+// (MULTI and EXEC aside) is safe to repeat; DoMulti then marks the
+// commands in multi ToRetryable (it sets that flag in the caller's slice).
+// A pipeline that is not safe is sent once.
+func (c *client) DoMulti(ctx context.Context, multi ...valkey.Completed) []valkey.ValkeyResult {
+	if len(multi) == 0 {
+		return c.Client.DoMulti(ctx, multi...)
+	}
+	all := true
+	for i := range multi {
+		if !multi[i].IsRetryable() && !txWord(&multi[i]) && !safe(ctx, &multi[i]) {
+			all = false
+			break
+		}
+	}
+	if all {
+		for i := range multi {
+			if !multi[i].IsRetryable() {
+				multi[i] = multi[i].ToRetryable()
+			}
+		}
+	}
+	if !c.first(ctx) {
+		out := make([]valkey.ValkeyResult, len(multi))
+		for i := range out {
+			out[i] = valkey.NewErrorResult(retry.ErrThrottled)
+		}
+		return out
+	}
+	ctx2, cancel := c.withElapsed(ctx)
+	resps := c.Client.DoMulti(ctx2, multi...)
+	if cancel != nil {
+		cancel()
+	}
+	var final error
+	recorded := false
+	for i := range resps {
+		if err := resps[i].Error(); err != nil && !valkey.IsValkeyNil(err) {
+			if final == nil {
+				final = err
+			}
+			if all && valkeyRetries(ctx2, err) {
+				recorded = true
+			}
+		}
+	}
+	c.last(ctx, final, recorded)
+	for i := range resps {
+		resps[i] = wrap(resps[i], name(&multi[i]))
+	}
+	return resps
+}
+
+func txWord(cmd *valkey.Completed) bool {
+	switch name(cmd) {
+	case "MULTI", "EXEC", "multi", "exec":
+		return true
+	}
+	return false
+}
+
+// DoCache sends a cacheable (read-only) command, which valkey-go's loop
+// repeats as the policy says.
+func (c *client) DoCache(ctx context.Context, cmd valkey.Cacheable, ttl time.Duration) valkey.ValkeyResult {
+	if !c.first(ctx) {
+		return valkey.NewErrorResult(retry.ErrThrottled)
+	}
+	ctx2, cancel := c.withElapsed(ctx)
+	resp := c.Client.DoCache(ctx2, cmd, ttl)
+	if cancel != nil {
+		cancel()
+	}
+	err := resp.Error()
+	c.last(ctx, err, valkeyRetries(ctx2, err))
+	var n string
+	if w := cmd.Commands(); len(w) > 0 {
+		n = w[0]
+	}
+	return wrap(resp, n)
+}
