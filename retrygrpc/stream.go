@@ -37,7 +37,11 @@ import (
 // stream that succeeds without a retry is counted by the Budget as a
 // first attempt when it commits; the Observer hears of streams only when
 // they fail). The Throttle is asked before each attempt and told each
-// attempt's outcome.
+// attempt's outcome. In the rare case of a stream whose retry opened
+// fine and which then fails again before committing (opening succeeded,
+// the first RecvMsg failed), a second retry.Do continues with the attempts
+// and time left: the Observer sees its attempts numbered from 1 again and
+// the Budget counts one more first attempt.
 func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientInterceptor {
 	c := newConfig(opts)
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
