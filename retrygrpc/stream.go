@@ -37,10 +37,9 @@ import (
 // stream that succeeds without a retry is counted by the Budget as a
 // first attempt when it commits; the Observer hears of streams only when
 // they fail). The Throttle is asked before each attempt and told each
-// attempt's outcome. In the rare case of a stream whose retry opened
-// fine and which then fails again before committing (opening succeeded,
-// the first RecvMsg failed), a second retry.Do continues with the attempts
-// and time left: the Observer sees its attempts numbered from 1 again and
+// attempt's outcome. When opening the stream failed and was retried, and
+// the stream then fails again before committing (in RecvMsg), a second
+// retry.Do continues with the attempts and time left: the Observer sees its attempts numbered from 1 again and
 // the Budget counts one more first attempt.
 func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientInterceptor {
 	c := newConfig(opts)
