@@ -352,6 +352,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"help", "nosuch"}, `unknown command "nosuch"`},
 		{[]string{"completion", "nosuch"}, `unknown shell "nosuch"`},
 		{[]string{"completion"}, "want a shell"},
+		{[]string{"completion", "bash", "extra"}, `unexpected argument "extra"`},
 		{[]string{"simulate", "--clients", "0"}, "--clients 0"},
 		{[]string{"simulate", "--initial", "5s", "--max-delay", "1s"}, "--max-delay 1s"},
 	} {

@@ -143,6 +143,7 @@ func strictCompletion(root *cobra.Command) {
 		var shells []string
 		for _, sub := range c.Commands() {
 			shells = append(shells, sub.Name())
+			sub.Args = noArgs
 		}
 		c.Args = cobra.ArbitraryArgs
 		c.RunE = func(_ *cobra.Command, args []string) error {
