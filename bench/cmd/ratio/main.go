@@ -1,16 +1,10 @@
 // Command ratio reads `go test -bench` output of the bench module and prints,
 // per workload, retrykit's median time per operation, the best peer's, and
 // their ratio (below 1 means retrykit is faster). Sub-benchmarks must be
-<<<<<<< HEAD
-// named Benchmark<Workload>/lib=<name>; lib=nethttp (plain net/http) and
-// lib=grpc (a bare gRPC call) are baselines,
-// shown but never counted as peers.
-=======
 // named Benchmark<Workload>/lib=<name>. Baselines are never counted as
-// peers: lib=nethttp (the plain net/http client) and lib=floor (the
-// hand-written delay arithmetic); where a workload has a floor, a second
-// table gives retrykit's ratio to it.
->>>>>>> main
+// peers: lib=nethttp (the plain net/http client), lib=grpc (a bare gRPC
+// call) and lib=floor (the hand-written delay arithmetic); where a workload
+// has a floor, a second table gives retrykit's ratio to it.
 //
 // Usage: go run ./cmd/ratio results/bench-*.txt (or standard input).
 package main
@@ -32,7 +26,7 @@ var allocs = regexp.MustCompile(`([0-9.]+) allocs/op`)
 type sample struct{ ns, allocs []float64 }
 
 // baseline names the libraries that are reference points, not peers.
-var baseline = map[string]bool{"nethttp": true, "floor": true}
+var baseline = map[string]bool{"nethttp": true, "grpc": true, "floor": true}
 
 func median(v []float64) float64 {
 	if len(v) == 0 {
@@ -98,11 +92,7 @@ func main() {
 		rk := data[w]["retrykit"]
 		best, bestNS := "", 0.0
 		for lib, s := range data[w] {
-<<<<<<< HEAD
-			if lib == "retrykit" || lib == "nethttp" || lib == "grpc" {
-=======
 			if lib == "retrykit" || baseline[lib] {
->>>>>>> main
 				continue
 			}
 			if m := median(s.ns); best == "" || m < bestNS {
