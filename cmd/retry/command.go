@@ -199,6 +199,13 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 			}
 		} else {
 			last = xe.ExitCode()
+			if last == 128+int(syscall.SIGINT) && !timedOut.Load() && !codes[last] {
+				// The conventional status of a command that handled
+				// Ctrl-C and exited: interrupted too (unless --on-exit
+				// lists it).
+				interrupted = syscall.SIGINT
+				return retry.Permanent(&cmdStatus{code: last})
+			}
 		}
 		if timedOut.Load() {
 			lastTimedOut = true
