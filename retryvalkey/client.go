@@ -131,7 +131,7 @@ func safe(ctx context.Context, cmd *valkey.Completed) bool {
 		return true
 	}
 	w := cmd.Commands()
-	return markedSafe(ctx) || idempotent(w) || harmless(w)
+	return markedSafe(ctx) || idempotent(w)
 }
 
 func name(cmd *valkey.Completed) string {
