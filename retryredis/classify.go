@@ -18,8 +18,9 @@ import (
 //     means the server did not receive the whole command, and Redis runs
 //     only whole commands; in a pipeline, earlier commands may have been
 //     written whole before the failing write, so it may have been applied;
-//   - a reply of the server is a redis.Error: the refusals listed in
-//     refusal were not run, every other reply says the request is wrong;
+//   - a reply of the server is a redis.Error: the refusals of
+//     rediscmd.Refusal were not run, every other reply says the request is
+//     wrong;
 //   - everything else (EOF, a reset, a read timeout, a context error while
 //     waiting for the reply, an unknown error) happened after the write.
 func classify(err error, pipeline bool) outcome {

@@ -68,7 +68,16 @@
 // transaction started with Client.Watch, go-redis keeps the one connection
 // that holds the WATCH and never replaces it, so once that connection is
 // broken the retries fail at once without sending anything (a WATCH is
-// never bypassed). Instrument supports *redis.Client (including clients
+// never bypassed); the same holds for a Client.Conn, whose connection state
+// (SELECT, CLIENT SETNAME) a retry on another connection would lose.
+//
+// Policy.AttemptTimeout bounds an attempt only when the client has
+// Options.ContextTimeoutEnabled; otherwise go-redis bounds reads and
+// writes with ReadTimeout and WriteTimeout, and the attempt's context only
+// bounds the wait for a pooled connection and the dial. A timed-out attempt
+// may have been applied: it is retried only when the command is safe.
+//
+// Instrument supports *redis.Client (including clients
 // from NewFailoverClient); cluster and ring clients, whose redirects retry
 // too, are not supported yet.
 //
