@@ -58,6 +58,13 @@
 // error, ErrNotSent or ErrMaybeApplied) and tells an enclosing retry loop
 // not to retry again (retry.IsExhausted).
 //
+// Commands that set up the connection they are sent on (HELLO, AUTH,
+// SELECT, CLIENT ..., READONLY, READWRITE, RESET, QUIT) go straight to the
+// client: go-redis sends them itself, through the hooks, when it opens a
+// connection, which happens inside an attempt of the hook's loop, and a
+// repeat on another connection would not restore the state. They are not
+// retried, counted by a Budget or Throttle, or observed.
+//
 // # Layers and what the wire sees
 //
 // Nothing is added to the commands: the server sees the same commands as
