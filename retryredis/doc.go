@@ -85,8 +85,11 @@
 // may have been applied: it is retried only when the command is safe.
 //
 // Instrument supports *redis.Client (including clients
-// from NewFailoverClient); cluster and ring clients, whose redirects retry
-// too, are not supported yet.
+// from NewFailoverClient). Cluster clients are not supported: go-redis
+// follows MOVED and ASK redirects and retries network errors and
+// CLUSTERDOWN/TRYAGAIN in one loop bounded by ClusterOptions.MaxRedirects,
+// so their retries cannot be turned off without losing redirects. Ring
+// clients are not supported yet.
 //
 // The success path adds no allocation and no clock reading to a command
 // (see BenchmarkGet).
