@@ -156,6 +156,21 @@ func TestSimulateBadInput(t *testing.T) {
 	}
 }
 
+// simulate lists no flag that does nothing there.
+func TestSimulateFlags(t *testing.T) {
+	cmd := newSimulateCmd()
+	for _, name := range []string{"attempt-timeout", "quiet", "verbose", "log-format"} {
+		if cmd.Flags().Lookup(name) != nil {
+			t.Errorf("simulate has --%s, which does nothing there", name)
+		}
+	}
+	for _, name := range []string{"attempts", "initial", "jitter", "max-elapsed", "processes", "budget", "max-memory"} {
+		if cmd.Flags().Lookup(name) == nil {
+			t.Errorf("simulate has no --%s", name)
+		}
+	}
+}
+
 // P processes against a dead backend: one shared budget sends a fraction
 // of what P local budgets send.
 func TestSimulateFleet(t *testing.T) {
