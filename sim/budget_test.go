@@ -115,3 +115,20 @@ func TestBudgetErrors(t *testing.T) {
 		}
 	}
 }
+
+// The contention model honours the budget too: writes that lost the race
+// are retried only while the budget allows.
+func TestBudgetContention(t *testing.T) {
+	s := study(retry.FullJitter, 1)
+	free := run(t, s)
+	s.Budget = &retry.BudgetConfig{Ratio: -1, MinPerSecond: 1, Window: 10 * time.Second}
+	r := run(t, s)
+	t.Logf("with a budget: %v retries, %v refused, %v succeeded by %v; without: %v retries",
+		r.Requests-100, r.BudgetRefused, r.Succeeded, r.CompletionMax, free.Requests-100)
+	// A reserve of 10 retries per 10 s; the run lasts a few seconds.
+	if retries := r.Requests - 100; retries > 10*(r.CompletionMax.Seconds()/10+2) || r.BudgetRefused == 0 ||
+		r.Succeeded+r.GaveUp != 100 || retries >= free.Requests-100 {
+		t.Errorf("with a budget: %v retries, %v refused, %v succeeded; without: %v retries",
+			retries, r.BudgetRefused, r.Succeeded, free.Requests-100)
+	}
+}
