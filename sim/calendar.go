@@ -21,7 +21,7 @@ import "github.com/retrykit/retry"
 // the outage, before the slot's capacity is settled, joins the slot.
 
 const (
-	minChunk   = 16  // events per chunk, at least
+	minChunk   = 4   // events per chunk, at least
 	maxChunk   = 256 // and at most
 	blockShift = 16  // 1<<blockShift events are allocated together
 	noChunk    = -1

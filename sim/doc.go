@@ -75,7 +75,7 @@
 // Run allocates per client one 32-byte event (plus room for an 8-byte
 // success time, touched only by clients that succeed; the contention model
 // adds 4 bytes), and per slot with pending events at most one partly
-// filled chunk of 16 to 256 events; it generates no garbage per request.
+// filled chunk of 4 to 256 events; it generates no garbage per request.
 // Before starting it estimates the memory it needs and refuses a Scenario
 // over MaxMemory. A run in which clients still wait at MaxTime ends with an
 // error, so every Scenario ends.

@@ -8,14 +8,16 @@ import (
 	"github.com/retrykit/retry"
 )
 
-// Memory model, in bytes. Every per-client structure is allocated once per
-// Run (nothing grows with the number of requests), so the estimate is
-// also a bound on what the run touches, up to the Go runtime's own few
-// megabytes.
+// Memory model, in bytes. The per-client structures are allocated once per
+// Run and the event chunks are reused, so nothing grows with the number of
+// requests; only the per-slot index grows, with the number of slots that
+// hold pending events at once. The estimate is an upper bound on the peak
+// RSS measured with the CLI (dense herds: 33 B per client measured against
+// 40 estimated; one client per slot: 310-330 B against 390).
 const (
 	eventBytes    = 32         // one pending event (event): the client's whole state
 	successBytes  = 8          // one success time, for the percentiles
-	bucketBytes   = 96         // per slot with pending events: list, index entry, heap key
+	bucketBytes   = 192        // per slot with pending events: list, index entry, heap key, room to grow
 	selectBytes   = eventBytes // per request a slot accepts (capacity model)
 	budgetBytes   = 184        // per budget window (one per process, or one shared)
 	loadBytes     = 16         // per slot of Result.Load: the series and its copy

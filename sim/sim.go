@@ -302,7 +302,7 @@ func (s *Scenario) resolve() error {
 //
 // Memory: about 32 bytes per client in the capacity model (36 in the
 // contention model), plus 8 bytes per client that succeeds, plus up to one
-// chunk of 16 to 256 events (32 bytes each) per slot with pending events,
+// chunk of 4 to 256 events (32 bytes each) per slot with pending events,
 // plus 16 bytes per slot of Load (at most 2^20 slots), plus a few MiB.
 func Run(ctx context.Context, s Scenario) (Result, error) {
 	if err := s.resolve(); err != nil {
