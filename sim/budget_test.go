@@ -3,6 +3,7 @@ package sim_test
 import (
 	"context"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -98,6 +99,11 @@ func TestFleetBound(t *testing.T) {
 	}
 	if lr < 5*sr {
 		t.Errorf("local budgets: %.0f retries, want far more than shared %.0f", lr, sr)
+	}
+	// Deterministic, trial after trial.
+	s.Trials = 3
+	if a, b := run(t, s), run(t, s); !reflect.DeepEqual(a, b) {
+		t.Error("same fleet scenario, different results")
 	}
 }
 
