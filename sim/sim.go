@@ -53,7 +53,7 @@ const (
 	DefaultLatency   = 10 * time.Millisecond  // mean one-way message delay (contention)
 	DefaultLatencySD = 2 * time.Millisecond   // its standard deviation (contention)
 	DefaultTrials    = 1                      // independent runs averaged
-	DefaultMaxMemory = 4 << 30                // bytes a run may need (4 GiB)
+	DefaultMaxMemory = 4 << 30                // bytes a run may need (4 GiB), for a zero Scenario.MaxMemory
 )
 
 // Scenario describes one simulation. The zero value of every field except
@@ -154,7 +154,8 @@ type Result struct {
 	Requests float64
 
 	// Succeeded and GaveUp are the mean numbers of clients per trial that
-	// succeeded and that gave up (stopped by MaxAttempts or MaxElapsed).
+	// succeeded and that gave up (stopped by MaxAttempts, MaxElapsed or the
+	// budget).
 	Succeeded, GaveUp float64
 
 	// RequestsPerSuccess is Requests / Succeeded (+Inf when none succeeded).
