@@ -32,7 +32,7 @@
 // ones draw their next waits in the order they were scheduled. Because
 // requests take no time, a policy whose waits are all zero
 // (retry.Immediate) with unlimited attempts would retry forever at one
-// instant, so Run rejects it unless a RetryAfter or a Budget ends it.
+// instant, so Run rejects it unless a RetryAfter moves the retries on.
 //
 // # Contention model (Model Contention)
 //

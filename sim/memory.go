@@ -92,6 +92,35 @@ func (s *Scenario) runSpan() time.Duration {
 	return min(MaxTime, s.StartWindow+client)
 }
 
+// MaxRequests bounds the work of a run: Run refuses a capacity-model
+// Scenario whose clients would send more requests than this (hours of
+// work) before the outage even ends, with waits of at most the policy's
+// MaxDelay (or RetryAfter).
+const MaxRequests = 1e12
+
+// minRequests is a lower bound on the requests the clients send before
+// Outage (capacity model): nobody succeeds before it, and a client that
+// keeps retrying with waits of at most maxWait sends at least one request
+// per maxWait until it gives up.
+func (s *Scenario) minRequests() float64 {
+	w := float64(s.maxWait())
+	if w <= 0 {
+		return float64(s.Clients) // zero waits are counted in O(1), see resolve
+	}
+	span := float64(s.Outage - s.StartWindow) // every client is retrying over it
+	if s.Policy.MaxElapsed > 0 {
+		span = min(span, float64(s.Policy.MaxElapsed)-w)
+	}
+	per := 1 + math.Floor(max(span, 0)/w)
+	if ma := s.Policy.MaxAttempts; ma != retry.Unlimited {
+		if ma == 0 {
+			ma = retry.DefaultMaxAttempts
+		}
+		per = min(per, float64(min(ma, math.MaxInt32)))
+	}
+	return per * float64(s.Clients)
+}
+
 // byteSize formats b in binary units, as "4.0 GiB".
 func byteSize(b int64) string {
 	const unit = 1024

@@ -260,12 +260,12 @@ func (s *Scenario) resolve() error {
 		return fmt.Errorf("sim: %w", err)
 	}
 	if s.Model == Capacity && s.Policy.Initial == retry.Immediate && s.Policy.MaxAttempts == retry.Unlimited &&
-		s.RetryAfter == 0 && s.Budget == nil {
+		s.RetryAfter == 0 {
 		// A refused client would retry at the same instant forever: requests
 		// take no virtual time here, so not even MaxElapsed could end it.
 		return bad("Policy.Initial retry.Immediate (no waits) with Policy.MaxAttempts retry.Unlimited never ends: " +
 			"requests take no time in the capacity model, so a refused client retries forever at one instant " +
-			"(MaxElapsed cannot stop it); limit MaxAttempts, set RetryAfter or a Budget")
+			"(MaxElapsed cannot stop it, nor can a budget be relied on to); limit MaxAttempts or set RetryAfter")
 	}
 	if s.Capacity == 0 {
 		s.Capacity = DefaultCapacity
@@ -287,6 +287,13 @@ func (s *Scenario) resolve() error {
 	}
 	if s.MaxMemory == 0 {
 		s.MaxMemory = DefaultMaxMemory
+	}
+	if s.Model == Capacity && s.Budget == nil {
+		if n := s.minRequests(); n > MaxRequests {
+			return bad("the clients would send at least %.3g requests before the Outage ends, over MaxRequests (%.0e): "+
+				"waits of at most Policy.MaxDelay %v are too short for it; lengthen them or limit Policy.MaxAttempts or MaxElapsed",
+				n, MaxRequests, s.maxWait())
+		}
 	}
 	if need := s.memory(); s.MaxMemory > 0 && need > s.MaxMemory {
 		return bad("needs about %s for %d clients, over MaxMemory %s", byteSize(need), s.Clients, byteSize(s.MaxMemory))

@@ -389,9 +389,10 @@ func (p *progress) clear() {
 var simFlags = strings.NewReplacer(
 	"Policy.Initial retry.Immediate (no waits)", "--initial 0 (no waits)",
 	"Policy.MaxAttempts retry.Unlimited", "--attempts -1",
-	"limit MaxAttempts, set RetryAfter or a Budget", "limit --attempts, set --retry-after or --budget",
+	"limit MaxAttempts or set RetryAfter", "limit --attempts or set --retry-after",
 	"more Capacity, a longer Slot or fewer Clients", "more --capacity, a longer --slot or fewer --clients",
 	"virtual time reached MaxTime", "virtual time reached its end",
+	"over MaxRequests", "over the simulator's limit", "Policy.MaxAttempts", "--attempts",
 	"Policy.Initial", "--initial", "Policy.MaxDelay", "--max-delay", "MaxElapsed", "--max-elapsed",
 	"MaxMemory", "--max-memory", "MaxDuration", "the simulator's maximum", "Clients", "--clients",
 	"Processes", "--processes", "Outage", "--outage", "StartWindow", "--start-window", "RetryAfter", "--retry-after",
