@@ -77,7 +77,7 @@
 // adds 4 bytes), and per slot with pending events at most one partly
 // filled chunk of 4 to 256 events; it generates no garbage per request.
 // Before starting it estimates the memory it needs and refuses a Scenario
-// over MaxMemory, and one whose clients would send over MaxRequests
-// requests before the outage even ends. A run in which clients still wait
+// over MaxMemory, and one whose clients would surely send over MaxRequests
+// requests while the server cannot take them. A run in which clients still wait
 // at MaxTime ends with an error, so every Scenario ends.
 package sim

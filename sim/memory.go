@@ -93,32 +93,42 @@ func (s *Scenario) runSpan() time.Duration {
 }
 
 // MaxRequests bounds the work of a run: Run refuses a capacity-model
-// Scenario whose clients would send more requests than this (hours of
-// work) before the outage even ends, with waits of at most the policy's
-// MaxDelay (or RetryAfter).
+// Scenario whose clients would surely send more requests than this (hours
+// of work), retrying with waits of at most the policy's MaxDelay (or
+// RetryAfter) while the server cannot take them: during the outage, or
+// while it serves the others Capacity per Slot.
 const MaxRequests = 1e12
 
-// minRequests is a lower bound on the requests the clients send before
-// Outage (capacity model): nobody succeeds before it, and a client that
-// keeps retrying with waits of at most maxWait sends at least one request
-// per maxWait until it gives up.
+// minRequests is a lower bound on the requests of a capacity-model run. No
+// client succeeds before Outage, and the j-th success (from 0) comes no
+// sooner than max(0, Outage−Slot) + ⌊j/Capacity⌋ × Slot; a client that is
+// still retrying after T, having started before StartWindow, with waits of
+// at most maxWait, has sent at least one request per maxWait, unless
+// MaxAttempts or MaxElapsed stopped it. The bound takes all clients until
+// Outage, or the later half of them until the middle success.
 func (s *Scenario) minRequests() float64 {
 	w := float64(s.maxWait())
 	if w <= 0 {
 		return float64(s.Clients) // zero waits are counted in O(1), see resolve
 	}
-	span := float64(s.Outage - s.StartWindow) // every client is retrying over it
-	if s.Policy.MaxElapsed > 0 {
-		span = min(span, float64(s.Policy.MaxElapsed)-w)
-	}
-	per := 1 + math.Floor(max(span, 0)/w)
-	if ma := s.Policy.MaxAttempts; ma != retry.Unlimited {
-		if ma == 0 {
-			ma = retry.DefaultMaxAttempts
+	per := func(t float64) float64 { // requests of a client still retrying at t
+		span := t - float64(s.StartWindow)
+		if s.Policy.MaxElapsed > 0 {
+			span = min(span, float64(s.Policy.MaxElapsed)-w)
 		}
-		per = min(per, float64(min(ma, math.MaxInt32)))
+		n := 1 + math.Floor(max(span, 0)/w)
+		if ma := s.Policy.MaxAttempts; ma != retry.Unlimited {
+			if ma == 0 {
+				ma = retry.DefaultMaxAttempts
+			}
+			n = min(n, float64(min(ma, math.MaxInt32)))
+		}
+		return n
 	}
-	return per * float64(s.Clients)
+	n := float64(s.Clients)
+	half := math.Floor(n / 2)
+	mid := float64(max(s.Outage-s.Slot, 0)) + math.Floor(half/float64(s.Capacity))*float64(s.Slot)
+	return max(n*per(float64(s.Outage)), (n-half)*per(mid))
 }
 
 // byteSize formats b in binary units, as "4.0 GiB".

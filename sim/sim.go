@@ -290,9 +290,9 @@ func (s *Scenario) resolve() error {
 	}
 	if s.Model == Capacity && s.Budget == nil {
 		if n := s.minRequests(); n > MaxRequests {
-			return bad("the clients would send at least %.3g requests before the Outage ends, over MaxRequests (%.0e): "+
-				"waits of at most Policy.MaxDelay %v are too short for it; lengthen them or limit Policy.MaxAttempts or MaxElapsed",
-				n, MaxRequests, s.maxWait())
+			return bad("the clients would send at least %.3g requests while the server cannot take them (the Outage, "+
+				"or Capacity per Slot), over MaxRequests (%.0e): waits of at most Policy.MaxDelay %v are too short; "+
+				"lengthen them or limit Policy.MaxAttempts or MaxElapsed", n, MaxRequests, s.maxWait())
 		}
 	}
 	if need := s.memory(); s.MaxMemory > 0 && need > s.MaxMemory {
