@@ -131,6 +131,19 @@ func (s *Scenario) minRequests() float64 {
 	return max(n*per(float64(s.Outage)), (n-half)*per(mid))
 }
 
+// budgetAllowance is how many retries the fleet's budgets grant in one
+// window when every client has sent its first attempt: a budget this
+// generous cannot be relied on to stop a run.
+func (s *Scenario) budgetAllowance() float64 {
+	var m budgetModel
+	m.init(*s.Budget, 1, true)
+	nb := float64(s.Processes)
+	if s.SharedBudget {
+		nb = 1
+	}
+	return nb*m.reserve + m.ratio*float64(s.Clients)
+}
+
 // byteSize formats b in binary units, as "4.0 GiB".
 func byteSize(b int64) string {
 	const unit = 1024

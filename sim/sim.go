@@ -288,7 +288,7 @@ func (s *Scenario) resolve() error {
 	if s.MaxMemory == 0 {
 		s.MaxMemory = DefaultMaxMemory
 	}
-	if s.Model == Capacity && s.Budget == nil {
+	if s.Model == Capacity && (s.Budget == nil || s.budgetAllowance() >= MaxRequests) {
 		if n := s.minRequests(); n > MaxRequests {
 			return bad("the clients would send at least %.3g requests while the server cannot take them (the Outage, "+
 				"or Capacity per Slot), over MaxRequests (%.0e): waits of at most Policy.MaxDelay %v are too short; "+

@@ -253,6 +253,12 @@ func TestEveryScenarioEnds(t *testing.T) {
 	if !errors.Is(err, sim.ErrScenario) || !strings.Contains(err.Error(), "MaxRequests") || time.Since(start) > time.Second {
 		t.Errorf("1 ns waits through an hour's outage: error %v", err)
 	}
+	// ... also with a budget too generous to stop anyone.
+	_, err = sim.Run(ctx, sim.Scenario{Clients: 10000, Outage: time.Hour, Budget: &retry.BudgetConfig{MinPerSecond: 1e300},
+		Policy: retry.Policy{Initial: 1, MaxDelay: 1, MaxAttempts: retry.Unlimited}})
+	if !errors.Is(err, sim.ErrScenario) || !strings.Contains(err.Error(), "MaxRequests") {
+		t.Errorf("1 ns waits, a boundless budget: error %v", err)
+	}
 	// The same with no outage but one request per second served.
 	_, err = sim.Run(ctx, sim.Scenario{Clients: 10000, Capacity: 1, Slot: time.Second,
 		Policy: retry.Policy{Initial: 1, MaxDelay: 1, MaxAttempts: retry.Unlimited}})
