@@ -77,9 +77,10 @@ const (
 // Before the wait for a retry, the retried response's body is read (up to
 // 64 KiB) and closed, so that its connection serves other requests during
 // the wait. If the loop then gives up instead, that response is returned
-// with the bytes read as its body. A body longer than 64 KiB stays open
-// until the next attempt starts (its connection could not be reused
-// anyway), so that nothing is lost if it is returned.
+// with the bytes read as its body. A body longer than 64 KiB (whose
+// connection could not be reused anyway) stays open until the loop has
+// decided to retry, and is closed then, before the wait; if GetBody then
+// fails, no response is left to return and RoundTrip returns the error.
 //
 // Giving up: on a retryable status the last response is returned (status,
 // headers, readable body) with a nil error. On a transport error, the
@@ -198,6 +199,7 @@ type call struct {
 	last       *http.Response // last retryable response, still open or buffered
 	firstResp  *http.Response // result of the attempt made before the loop
 	firstErr   error
+	observer   retry.Observer // the policy's own Observer
 }
 
 // RoundTrip sends req, retrying as described on [Transport].
@@ -277,6 +279,10 @@ func (c *call) loop(ctx context.Context) (*http.Response, error) {
 	// whose per-attempt context would end before the caller reads the body.
 	p := c.t.Policy
 	p.AttemptTimeout = 0
+	// The call watches the loop's events (passing them on to the policy's
+	// Observer) to release a response that release had to leave open as
+	// soon as the loop has decided to retry it.
+	c.observer, p.Observer = p.Observer, c
 	resp, err := retry.DoValue(ctx, p, c.attempt)
 	if err == nil {
 		return c.mark(resp, false), nil
@@ -304,6 +310,22 @@ func (c *call) loop(ctx context.Context) (*http.Response, error) {
 		markTracker(c.ctx)
 	}
 	return nil, err
+}
+
+// Observe passes e on to the policy's own Observer and, when the loop is
+// about to wait before a retry, drains and closes the previous response if
+// release left it open (a body longer than maxDrain): the loop no longer
+// returns it, and its connection is freed before the wait.
+func (c *call) Observe(ctx context.Context, e retry.Event) {
+	if c.observer != nil {
+		c.observer.Observe(ctx, e)
+	}
+	if e.Kind == retry.EventRetry && c.last != nil {
+		if _, open := c.last.Body.(*prefixBody); open || c.last.ContentLength > maxDrain {
+			discard(c.last)
+			c.last = nil
+		}
+	}
 }
 
 // replayCtx is the caller's context as the retry loop sees it when
@@ -619,8 +641,8 @@ func (b *cancelRWBody) Close() error {
 // bytes, closes it, and leaves what it read in resp.Body, so that the
 // response can still be returned whole if the loop gives up instead. A
 // body longer than that cannot leave its connection reusable anyway; it
-// stays open (its prefix read) until the loop decides, so that nothing is
-// lost.
+// stays open (its prefix read) until the loop decides: call.Observe
+// closes it when the loop is about to wait for a retry.
 func release(resp *http.Response) {
 	if resp.Body == nil || resp.Body == http.NoBody || resp.ContentLength > maxDrain {
 		return
