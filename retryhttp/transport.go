@@ -92,7 +92,8 @@ const (
 // [Attempts] and [Exhausted] read them. Being in the header, the marks
 // survive body wrappers (http.Client.Timeout) and clients that turn a
 // response into an error value keeping its header (googleapi.Error). A
-// response obtained at the first attempt is returned untouched. The
+// response obtained at the first attempt and not given up on is returned
+// untouched. The
 // caller's request is never modified: each retry sends a clone, carrying
 // [HeaderAttempt].
 //
