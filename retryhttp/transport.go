@@ -429,11 +429,18 @@ func (c *call) try() (*http.Response, error) {
 // tryTimed sends one attempt bounded by the policy's AttemptTimeout d,
 // which ends when the response headers arrive: the body stays readable
 // until it is closed. Whether the attempt made it in time is decided once,
-// by stopping the timer, so a response racing the timer is either
-// returned with a live context or treated as timed out, never both.
+// by whichever claims the attempt first, the timer (which then cancels the
+// attempt's context) or the goroutine holding Base's answer, so a response
+// racing the timer is either returned with a live context or treated as
+// timed out, never both.
 func (c *call) tryTimed(d time.Duration, body io.ReadCloser) (*http.Response, error) {
 	ctx, cancel := context.WithCancel(c.ctx)
-	timer := time.AfterFunc(d, cancel)
+	var state atomic.Uint32 // attemptRunning, then attemptTimedOut or attemptAnswered
+	timer := time.AfterFunc(d, func() {
+		if state.CompareAndSwap(attemptRunning, attemptTimedOut) {
+			cancel()
+		}
+	})
 	handedOut := false
 	defer func() {
 		// On every path but a response handed out (whose body's Close
@@ -447,8 +454,10 @@ func (c *call) tryTimed(d time.Duration, body io.ReadCloser) (*http.Response, er
 	}()
 	r := c.prepare(ctx, body)
 	resp, err := c.base.RoundTrip(r)
-	if !timer.Stop() {
-		// The timer fired: the attempt timed out, whatever Base returned.
+	timer.Stop()
+	if !state.CompareAndSwap(attemptRunning, attemptAnswered) {
+		// The timer claimed the attempt first and cancelled its context:
+		// it timed out, whatever Base returned.
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close()
 		}
@@ -473,6 +482,13 @@ func (c *call) tryTimed(d time.Duration, body io.ReadCloser) (*http.Response, er
 	handedOut = true
 	return resp, err
 }
+
+// States of an attempt under an attempt timeout (see tryTimed).
+const (
+	attemptRunning uint32 = iota
+	attemptTimedOut
+	attemptAnswered
+)
 
 // judge decides what the loop sees for a response to request r.
 func (c *call) judge(r *http.Request, resp *http.Response) (*http.Response, error) {
