@@ -365,6 +365,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"completion", "bash", "extra"}, `unexpected argument "extra"`},
 		{[]string{"simulate", "--clients", "0"}, "--clients 0"},
 		{[]string{"simulate", "--initial", "5s", "--max-delay", "1s"}, "--max-delay 1s"},
+		{[]string{"schedule", "extra"}, `unexpected argument "extra"`},
+		{[]string{"simulate", "extra"}, `unexpected argument "extra"`},
 	} {
 		r := runRetry(t, "", c.args...)
 		if r.code != 125 || r.stdout != "" || strings.Count(r.stderr, "\n") != 1 ||
