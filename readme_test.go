@@ -8,15 +8,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 // The Go snippets of README.md compile when pasted into a function of the
 // reader's, as they are written. Each ```go block is compiled, and vetted,
-// by the go command in a temporary package inside the module its imports
-// point to (the root module unless it imports another of this repository's
-// modules):
+// by the go command as a package of a temporary module added to a workspace
+// of every module of this repository (so a snippet may import any of them
+// and their dependencies):
 //   - a block with a package clause is a whole file, compiled as it is;
 //   - a block of declarations only (imports, types, funcs) is compiled at
 //     package level;
@@ -25,9 +26,9 @@ import (
 //
 // Packages a block uses without importing them are imported for it when
 // they are among readmeImports. The names a snippet takes from the
-// reader's own code (callTheService, User, client.GetUser, id, url,
+// reader's own code (callTheService, User, client.GetUser, id, url, addr,
 // ErrInvalid) are declared by readmePlaceholders; anything else a snippet
-// uses must be declared in the snippet.
+// uses must be declared or imported in the snippet.
 func TestREADMESnippetsCompile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command")
@@ -40,27 +41,72 @@ func TestREADMESnippetsCompile(t *testing.T) {
 	if len(blocks) == 0 {
 		t.Fatal("no ```go blocks in README.md")
 	}
+	work := t.TempDir()
+	if err := writeWorkspace(work); err != nil {
+		t.Fatal(err)
+	}
 	for _, b := range blocks {
 		t.Run(fmt.Sprintf("line%d", b.line), func(t *testing.T) {
-			modDir, src := snippetPackage(t, b.code)
-			dir, err := os.MkdirTemp(modDir, "readme_snippet_")
-			if err != nil {
+			dir := filepath.Join(work, fmt.Sprintf("snippet%d", b.line))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			defer os.RemoveAll(dir)
+			src := snippetPackage(b.code)
+			src["go.mod"] = "module readmesnippet\n\ngo 1.26.0\n"
 			for name, text := range src {
 				if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 					t.Fatal(err)
 				}
 			}
-			cmd := exec.Command("go", "vet", "./"+filepath.Base(dir))
-			cmd.Dir = modDir
+			cmd := exec.Command("go", "vet", ".")
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "GOWORK="+filepath.Join(work, "go.work"+strconv.Itoa(b.line)))
+			if err := os.WriteFile(filepath.Join(work, "go.work"+strconv.Itoa(b.line)),
+				[]byte(strings.Replace(workFile, "use (\n", "use (\n\t./"+filepath.Base(dir)+"\n", 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Errorf("README.md line %d: the snippet does not compile or vet (%v):\n%s\nsnippet as compiled:\n%s",
 					b.line, err, out, src["snippet.go"])
 			}
 		})
 	}
+}
+
+// workFile is the go.work of the snippets' workspace, written by
+// writeWorkspace: every module of this repository, by absolute path.
+var workFile string
+
+// writeWorkspace finds every module of the repository (each go.mod below
+// the root, outside hidden and testdata directories) and prepares workFile.
+func writeWorkspace(work string) error {
+	root, err := filepath.Abs(".")
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString("go 1.26.0\n\nuse (\n")
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && d.Name() == "go.mod" {
+			fmt.Fprintf(&b, "\t%s\n", filepath.Dir(path))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	b.WriteString(")\n")
+	workFile = b.String()
+	if sum, err := os.ReadFile("go.work.sum"); err == nil {
+		return os.WriteFile(filepath.Join(work, "go.work.sum"), sum, 0o644)
+	}
+	return nil
 }
 
 type goBlock struct {
@@ -109,6 +155,7 @@ var (
 	client     userClient
 	id         = "42"
 	url        = "http://127.0.0.1:1/"
+	addr       = "127.0.0.1:6379"
 )
 
 type User struct{ Name string }
@@ -124,74 +171,55 @@ func main() {}
 
 var importLine = regexp.MustCompile(`(?m)^import\s+(?:\(([^)]*)\)|("[^"]+"))[ \t]*\n`)
 
-// snippetPackage returns the module directory to compile code in and the
-// files of the package.
-func snippetPackage(t *testing.T, code string) (modDir string, files map[string]string) {
-	t.Helper()
-	var imports []string
-	body := importLine.ReplaceAllStringFunc(code, func(m string) string {
-		sub := importLine.FindStringSubmatch(m)
-		for _, f := range strings.Fields(sub[1] + " " + sub[2]) {
-			if strings.HasPrefix(f, `"`) {
-				imports = append(imports, strings.Trim(f, `"`))
-			}
-		}
-		return ""
-	})
-	modDir = "."
-	for _, p := range imports {
-		if d := moduleDirOf(p); d != "." {
-			modDir = d
-		}
-	}
+// snippetPackage returns the files of the package that compiles code.
+func snippetPackage(code string) map[string]string {
+	body := importLine.ReplaceAllString(code, "")
 	fset := token.NewFileSet()
 	if _, err := parser.ParseFile(fset, "", code, parser.PackageClauseOnly); err == nil {
-		return modDir, map[string]string{"snippet.go": code}
+		return map[string]string{"snippet.go": code}
+	}
+	// Import lines name their package when it differs from the path's last
+	// element (redis "cloud.google.com/go/redis/apiv1"): keep the names.
+	var imports []string
+	for _, m := range importLine.FindAllStringSubmatch(code, -1) {
+		for _, line := range strings.Split(m[1]+"\n"+m[2], "\n") {
+			if line = strings.TrimSpace(line); line != "" {
+				imports = append(imports, line)
+			}
+		}
 	}
 	have := map[string]bool{}
-	for _, p := range imports {
-		have[p] = true
+	for _, line := range imports {
+		have[importedPath(line)] = true
 	}
 	for name, p := range readmeImports {
 		if !have[p] && regexp.MustCompile(`\b`+name+`\.`).MatchString(body) {
-			imports = append(imports, p)
+			imports = append(imports, strconv.Quote(p))
 			have[p] = true
 		}
 	}
+	if !have["context"] {
+		imports = append(imports, `"context"`)
+	}
 	var b strings.Builder
 	b.WriteString("package main\n\nimport (\n")
-	for _, p := range imports {
-		fmt.Fprintf(&b, "\t%q\n", p)
+	for _, line := range imports {
+		fmt.Fprintf(&b, "\t%s\n", line)
 	}
-	b.WriteString(")\n\n")
+	b.WriteString(")\n\nvar _ context.Context\n\n")
 	if _, err := parser.ParseFile(fset, "", "package main\n"+body, 0); err == nil {
 		b.WriteString(body) // declarations only
 	} else {
 		b.WriteString("func snippet(ctx context.Context) error {\n" + body + "\treturn nil\n}\n")
-		if !have["context"] {
-			return modDir, withContext(b.String())
-		}
 	}
-	return modDir, map[string]string{"snippet.go": b.String(), "placeholders.go": readmePlaceholders}
+	return map[string]string{"snippet.go": b.String(), "placeholders.go": readmePlaceholders}
 }
 
-func withContext(src string) map[string]string {
-	src = strings.Replace(src, "import (\n", "import (\n\t\"context\"\n", 1)
-	return map[string]string{"snippet.go": src, "placeholders.go": readmePlaceholders}
-}
+// sub0 unquotes an import path.
+func sub0(q string) string { return strings.Trim(q, `"`) }
 
-// moduleDirOf returns the directory (relative to the root) of this
-// repository's module that holds import path p, or "." for the root
-// module, the standard library and third-party packages.
-func moduleDirOf(p string) string {
-	rel, ok := strings.CutPrefix(p, "github.com/retrykit/retry/")
-	if !ok {
-		return "."
-	}
-	for d := rel; d != "." && d != ""; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d
-		}
-	}
-	return "."
+// importedPath is the path of an import spec such as `redis "x/y"`.
+func importedPath(spec string) string {
+	f := strings.Fields(spec)
+	return sub0(f[len(f)-1])
 }

@@ -144,6 +144,16 @@ func TestCommandOnExit(t *testing.T) {
 	if r.code != 3 || r.stdout != "x\n" {
 		t.Errorf("unlisted code: exit %d, stdout %q (want one attempt)", r.code, r.stdout)
 	}
+	// 130 means "interrupted" (a command that handled Ctrl-C) and ends the
+	// retries, unless --on-exit lists it.
+	r = runRetry(t, "", args(fast, []string{"--attempts", "3", "--", "sh", "-c", "echo x; exit 130"})...)
+	if r.code != 130 || r.stdout != "x\n" || !strings.Contains(r.stderr, "attempt 1 was interrupted by SIGINT; not retrying") {
+		t.Errorf("exit 130: exit %d, stdout %q, stderr %q (want one attempt)", r.code, r.stdout, r.stderr)
+	}
+	r = runRetry(t, "", args(fast, []string{"--on-exit", "130", "--attempts", "2", "--", "sh", "-c", "echo x; exit 130"})...)
+	if r.code != 130 || r.stdout != "x\nx\n" {
+		t.Errorf("--on-exit 130: exit %d, stdout %q (want two attempts)", r.code, r.stdout)
+	}
 	r = runRetry(t, "", args(fast, []string{"--on-exit", "4,10-20", "--attempts", "3", "--", "sh", "-c", "echo x; exit 15"})...)
 	if r.code != 15 || r.stdout != "x\nx\nx\n" {
 		t.Errorf("listed code: exit %d, stdout %q (want three attempts)", r.code, r.stdout)
@@ -352,8 +362,11 @@ func TestBadInput(t *testing.T) {
 		{[]string{"help", "nosuch"}, `unknown command "nosuch"`},
 		{[]string{"completion", "nosuch"}, `unknown shell "nosuch"`},
 		{[]string{"completion"}, "want a shell"},
+		{[]string{"completion", "bash", "extra"}, `unexpected argument "extra"`},
 		{[]string{"simulate", "--clients", "0"}, "--clients 0"},
 		{[]string{"simulate", "--initial", "5s", "--max-delay", "1s"}, "--max-delay 1s"},
+		{[]string{"schedule", "extra"}, `unexpected argument "extra"`},
+		{[]string{"simulate", "extra"}, `unexpected argument "extra"`},
 	} {
 		r := runRetry(t, "", c.args...)
 		if r.code != 125 || r.stdout != "" || strings.Count(r.stderr, "\n") != 1 ||

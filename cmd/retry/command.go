@@ -114,7 +114,7 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 	rep.infof("%s", describe(p))
 	last := 0
 	attempt := 0
-	var interrupted os.Signal // the signal that killed the last attempt, if it was SIGINT or SIGQUIT
+	var interrupted os.Signal // SIGINT or SIGQUIT when the last attempt was interrupted (killed by it, or exit 130)
 	lastTimedOut := false
 	start := time.Now()
 	err := retry.Do(ctx, p, func(ctx context.Context) error {
@@ -199,6 +199,13 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 			}
 		} else {
 			last = xe.ExitCode()
+			if last == 128+int(syscall.SIGINT) && !timedOut.Load() && !codes[last] {
+				// The conventional status of a command that handled
+				// Ctrl-C and exited: interrupted too (unless --on-exit
+				// lists it).
+				interrupted = syscall.SIGINT
+				return retry.Permanent(&cmdStatus{code: last})
+			}
 		}
 		if timedOut.Load() {
 			lastTimedOut = true

@@ -84,6 +84,10 @@ http {
   scgi_temp_path %[2]s/scgi;
 
   limit_req_zone $binary_remote_addr zone=rate:1m rate=20r/s;
+  # retry http processes start far slower than the transport's goroutines
+  # (tens of milliseconds each on a loaded machine): their own, lower limit,
+  # so that their burst still meets the limiter.
+  limit_req_zone $binary_remote_addr zone=ratecli:1m rate=3r/s;
   limit_req_status 429;
   limit_conn_zone $binary_remote_addr zone=conns:1m;
   limit_conn_status 503;
@@ -99,6 +103,11 @@ http {
 
     location /rate/ {
       limit_req zone=rate burst=5 nodelay;
+      error_page 429 = @limited;
+      proxy_pass http://backend;
+    }
+    location /rate/cli/ {
+      limit_req zone=ratecli burst=3 nodelay;
       error_page 429 = @limited;
       proxy_pass http://backend;
     }

@@ -207,6 +207,17 @@ func TestTerminalForegroundAndCtrlC(t *testing.T) {
 			t.Errorf("exit %d, terminal %q: want 130, no retry", code, out)
 		}
 	})
+	t.Run("Ctrl-C handled by the command, exit 130", func(t *testing.T) {
+		term := startOnTerminal(t, "--initial", "10ms", "--", "sh", "-c", `trap "exit 130" INT; echo ready; read x`)
+		term.waitFor("ready")
+		time.Sleep(50 * time.Millisecond) // let sh block in read
+		io.WriteString(term.ptmx, "\x03")
+		code := term.finish()
+		out := term.output()
+		if code != 130 || strings.Contains(out, "retrying in") || !strings.Contains(out, "attempt 1 was interrupted by SIGINT; not retrying") {
+			t.Errorf("exit %d, terminal %q: want 130, no retry", code, out)
+		}
+	})
 	// Ctrl-Z stops the command's group; retry passes the stop on (its own
 	// stop is discarded here, where the test makes its group orphaned, as
 	// POSIX says) and continues the command: it is never left stopped with

@@ -46,7 +46,9 @@ Each attempt runs in a process group of its own. When retry is in the foreground
 of a terminal, that group gets the terminal for the attempt (as a shell's job
 does): the command reads the terminal, and Ctrl-C, Ctrl-\ and Ctrl-Z reach it
 directly; retry takes the terminal back between attempts. An attempt ended by
-SIGINT or SIGQUIT (Ctrl-C, Ctrl-\) is not retried. SIGINT and SIGTERM sent to retry
+SIGINT or SIGQUIT (Ctrl-C, Ctrl-\), or that exits 130 (the status of a command that
+handled Ctrl-C; unless --on-exit lists 130), is not retried; a command that handles Ctrl-C and exits with
+another status is retried like any failure. SIGINT and SIGTERM sent to retry
 itself are forwarded to the command's whole group and stop the retries; a signal
 during a wait ends it with status 130 (SIGINT) or 143 (SIGTERM).
 
@@ -143,6 +145,7 @@ func strictCompletion(root *cobra.Command) {
 		var shells []string
 		for _, sub := range c.Commands() {
 			shells = append(shells, sub.Name())
+			sub.Args = noArgs
 		}
 		c.Args = cobra.ArbitraryArgs
 		c.RunE = func(_ *cobra.Command, args []string) error {
