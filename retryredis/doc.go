@@ -1,0 +1,13 @@
+// Package retryredis integrates retrykit with go-redis v9.
+//
+// # Sharing a budget across a fleet
+//
+// [ShareBudget] and [ShareThrottle] make a retry.Budget or retry.Throttle
+// in each process decide as one shared by every process that uses the
+// same key prefix on the same Redis (or Valkey, or Memorystore) server.
+// Requests never wait on Redis: each process decides from its own counts
+// plus the fleet's counts as of the last background sync (one EVALSHA
+// every 100 ms by default), and decides alone when Redis is slow or down.
+// The client is the caller's, configured as they need (AUTH, TLS, cluster,
+// Sentinel); see the README section "Sharing a budget across a fleet".
+package retryredis
