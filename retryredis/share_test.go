@@ -254,11 +254,14 @@ func TestShareErrors(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
 	for name, f := range map[string]func() error{
-		"nil client":     func() error { _, err := retryredis.ShareBudget(nil, "p", b); return err },
-		"nil budget":     func() error { _, err := retryredis.ShareBudget(c, "p", nil); return err },
-		"nil throttle":   func() error { _, err := retryredis.ShareThrottle(c, "p", nil); return err },
-		"empty prefix":   func() error { _, err := retryredis.ShareBudget(c, "", b); return err },
-		"short interval": func() error { _, err := retryredis.ShareBudget(c, "p", b, retryredis.WithSyncInterval(50*time.Millisecond)); return err },
+		"nil client":   func() error { _, err := retryredis.ShareBudget(nil, "p", b); return err },
+		"nil budget":   func() error { _, err := retryredis.ShareBudget(c, "p", nil); return err },
+		"nil throttle": func() error { _, err := retryredis.ShareThrottle(c, "p", nil); return err },
+		"empty prefix": func() error { _, err := retryredis.ShareBudget(c, "", b); return err },
+		"short interval": func() error {
+			_, err := retryredis.ShareBudget(c, "p", b, retryredis.WithSyncInterval(50*time.Millisecond))
+			return err
+		},
 		"long timeout": func() error {
 			_, err := retryredis.ShareBudget(c, "p", b, retryredis.WithSyncTimeout(time.Second))
 			return err

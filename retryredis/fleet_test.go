@@ -1,0 +1,231 @@
+package retryredis_test
+
+import (
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/redistest"
+)
+
+// The fleet tests use a shorter window and run than the 10 s so
+// that the suite stays fast on 2 cores; the bound is checked with the
+// same window. Figures for the README: go test -run TestFleet -v.
+const (
+	fleetProcs    = 8
+	fleetRun      = 6 * time.Second
+	fleetWindow   = 2 * time.Second
+	fleetFloor    = 5.0 // MinPerSecond
+	fleetRatio    = 0.1
+	fleetInterval = 100 * time.Millisecond // the default sync interval
+	busyRate      = 100.0                  // first attempts per second
+	quietRate     = 5.0
+)
+
+// TestFleetBudget: one busy and seven quiet processes retry against an
+// always-503 backend; with one shared Budget the fleet's retries stay
+// within Ratio × first attempts + MinPerSecond × (T + 2 × Window) + P ×
+// allowance over every span; with eight local Budgets the floor is spent
+// eight times.
+func TestFleetBudget(t *testing.T) {
+	needProcesses(t)
+	srv := redistest.Start(t)
+	cfg := retry.BudgetConfig{Ratio: fleetRatio, MinPerSecond: fleetFloor, Window: fleetWindow}
+	allowance := max(1, fleetFloor*fleetInterval.Seconds())
+	var floorFunded [2]float64
+	for i, shared := range []bool{true, false} {
+		be := newBackend(t, 0)
+		res := runFleet(t, fleetProcs, workerConfig{Redis: srv.Addr(), Backend: be.srv.URL, Prefix: "fleet-budget",
+			Shared: shared, Kind: "budget", Duration: fleetRun, Budget: cfg}, busyRate, quietRate)
+		ev := be.snapshot()
+		first, retries := 0, 0
+		for _, e := range ev {
+			if e.first {
+				first++
+			} else {
+				retries++
+			}
+		}
+		span := ev[len(ev)-1].at - ev[0].at
+		bound := fleetRatio*float64(first) + fleetFloor*(span+2*fleetWindow).Seconds() + fleetProcs*allowance
+		mode := "local"
+		if shared {
+			mode = "shared"
+			for j, r := range res {
+				if !r.SharedAtJoin || r.Fallbacks != 0 {
+					t.Fatalf("worker %d: joined %v, fallbacks %d (syncs %d, failures %d): the run does not test the shared bound",
+						j, r.SharedAtJoin, r.Fallbacks, r.Syncs, r.Failures)
+				}
+			}
+		}
+		t.Logf("%s budgets: %d processes, %v: first attempts %d, retries %d (%.1f/s); bound for one shared budget %.0f",
+			mode, fleetProcs, span.Round(time.Millisecond), first, retries, float64(retries)/span.Seconds(), bound)
+		floorFunded[i] = float64(retries) - fleetRatio*float64(first)
+		t.Logf("%s: retries beyond Ratio × first attempts (what the floor paid for): %.0f; one fleet floor over the run: %.0f",
+			mode, floorFunded[i], fleetFloor*(span+2*fleetWindow).Seconds())
+		if shared {
+			if float64(retries) > bound {
+				t.Errorf("shared: %d retries over the run, bound %.1f", retries, bound)
+			}
+			checkSpans(t, ev, allowance)
+		} else if oneFloor := fleetFloor * (span + 2*fleetWindow).Seconds(); floorFunded[i] < 3*oneFloor {
+			t.Errorf("local: %.0f floor-funded retries, less than 3 fleet floors (%.0f): the test shows nothing", floorFunded[i], 3*oneFloor)
+		}
+	}
+	t.Logf("floor-funded retries, local/shared: %.1f×", floorFunded[1]/max(floorFunded[0], 1))
+}
+
+// checkSpans checks the bound over every span [s, e] on a 100 ms grid.
+// A retry is counted where the backend saw it; it was granted up to one
+// wait (20 ms) earlier, so the span of grants is widened by 50 ms, and
+// first attempts count from Window + one sync interval before it (fleet
+// counts are up to one interval old).
+func checkSpans(t *testing.T, ev []event, allowance float64) {
+	const grid = 100 * time.Millisecond
+	end := ev[len(ev)-1].at
+	n := int(end/grid) + 1
+	firstAt := make([]int, n+1) // prefix sums per grid cell
+	retryAt := make([]int, n+1)
+	for _, e := range ev {
+		k := int(e.at / grid)
+		if e.first {
+			firstAt[k+1]++
+		} else {
+			retryAt[k+1]++
+		}
+	}
+	for k := 1; k <= n; k++ {
+		firstAt[k] += firstAt[k-1]
+		retryAt[k] += retryAt[k-1]
+	}
+	worst := math.Inf(-1)
+	var worstS, worstE int
+	for s := 0; s < n; s++ {
+		for e := s + 1; e <= n; e++ {
+			r := retryAt[e] - retryAt[s]
+			from := max(0, s-int((fleetWindow+fleetInterval+50*time.Millisecond)/grid)-1)
+			f := firstAt[e] - firstAt[from]
+			T := time.Duration(e-s)*grid + 50*time.Millisecond
+			b := fleetRatio*float64(f) + fleetFloor*(T+2*fleetWindow).Seconds() + fleetProcs*allowance
+			if d := float64(r) - b; d > worst {
+				worst, worstS, worstE = d, s, e
+			}
+			if float64(r) > b {
+				t.Errorf("span %v–%v: %d retries, bound %.1f", time.Duration(s)*grid, time.Duration(e)*grid, r, b)
+				return
+			}
+		}
+	}
+	t.Logf("every span on a 100 ms grid within the bound; closest: %v–%v, %.1f below", time.Duration(worstS)*grid, time.Duration(worstE)*grid, -worst)
+}
+
+// TestFleetThrottle: eight processes with one shared Throttle (K = 2)
+// against a backend that accepts 40 requests per second: the fleet's
+// combined load converges to about K × what the backend accepts.
+func TestFleetThrottle(t *testing.T) {
+	needProcesses(t)
+	srv := redistest.Start(t)
+	be := newBackend(t, 4) // 4 per 100 ms
+	res := runFleet(t, fleetProcs, workerConfig{Redis: srv.Addr(), Backend: be.srv.URL, Prefix: "fleet-throttle",
+		Shared: true, Kind: "throttle", Duration: fleetRun, ThrottleK: 2, ThrottleWindow: 2 * time.Second}, 200, 20)
+	for j, r := range res {
+		if !r.SharedAtJoin || r.Fallbacks != 0 {
+			t.Fatalf("worker %d: joined %v, fallbacks %d", j, r.SharedAtJoin, r.Fallbacks)
+		}
+	}
+	ev := be.snapshot()
+	// The last half of the run, after the window has filled.
+	cut := ev[0].at + fleetRun/2
+	var sent, accepted, calls int
+	for _, e := range ev {
+		if e.at >= cut {
+			sent++
+			if e.accepted {
+				accepted++
+			}
+		}
+	}
+	for _, r := range res {
+		calls += int(r.Calls)
+	}
+	ratio := float64(sent) / float64(accepted)
+	t.Logf("shared throttle, K = 2: offered %d calls in %v; in the last %v the backend saw %d, accepted %d: %.2f × accepted",
+		calls, fleetRun, fleetRun/2, sent, accepted, ratio)
+	if ratio < 1.6 || ratio > 2.6 {
+		t.Errorf("sent/accepted = %.2f, want about K = 2", ratio)
+	}
+}
+
+// TestFleetRedisKilled: redis-server killed while eight processes use a
+// shared Budget and Throttle, then restarted empty. No call waits on it
+// (p99 of the whole retry path, in memory, under 1 ms during the outage),
+// every process falls back within one sync interval plus the timeout and
+// rejoins within two sync intervals of the restart; no worker panics or
+// leaks a goroutine.
+func TestFleetRedisKilled(t *testing.T) {
+	needProcesses(t)
+	srv := redistest.Start(t)
+	cfg := retry.BudgetConfig{Ratio: fleetRatio, MinPerSecond: fleetFloor, Window: fleetWindow}
+	run := 6 * time.Second
+	var killed, restarted time.Time
+	done := make(chan []*workerResult)
+	go func() {
+		done <- runFleet(t, fleetProcs, workerConfig{Redis: srv.Addr(), Prefix: "fleet-fault", Shared: true,
+			Kind: "fault", Duration: run, Budget: cfg, ThrottleK: 2, ThrottleWindow: 2 * time.Second}, 200, 200)
+	}()
+	time.Sleep(2*time.Second + 2*time.Second) // start delay + 2 s of the run
+	killed = time.Now()
+	srv.Stop()
+	time.Sleep(2 * time.Second)
+	restarted = time.Now() // Restart returns once the server answers PING
+	srv.Restart()
+	res := <-done
+	var outage []int64
+	for j, r := range res {
+		if r.Leak != "" {
+			t.Errorf("worker %d leaked goroutines: %s", j, r.Leak)
+		}
+		if r.Fallbacks < 1 {
+			t.Errorf("worker %d never fell back (syncs %d, failures %d)", j, r.Syncs, r.Failures)
+		}
+		var fell, back time.Time
+		for _, tr := range r.Transitions {
+			at := time.Unix(0, tr.At)
+			if !tr.Shared && fell.IsZero() && at.After(killed) {
+				fell = at
+			}
+			if tr.Shared && !fell.IsZero() && back.IsZero() && at.After(restarted) {
+				back = at
+			}
+		}
+		if fell.IsZero() || back.IsZero() {
+			t.Errorf("worker %d: transitions %v (killed %v, restarted %v)", j, r.Transitions, killed.UnixNano(), restarted.UnixNano())
+			continue
+		}
+		fb, rj := fell.Sub(killed), back.Sub(restarted)
+		t.Logf("worker %d: fell back %v after the kill, rejoined %v after the restart", j, fb.Round(time.Millisecond), rj.Round(time.Millisecond))
+		if fb > 2*fleetInterval+20*time.Millisecond {
+			t.Errorf("worker %d fell back %v after the kill, want within interval + timeout", j, fb)
+		}
+		if rj > 2*fleetInterval+20*time.Millisecond {
+			t.Errorf("worker %d rejoined %v after the restart, want within two sync intervals", j, rj)
+		}
+		for i, at := range r.LatencyAt {
+			if at >= killed.UnixNano() && at < restarted.UnixNano() {
+				outage = append(outage, r.Latencies[i])
+			}
+		}
+	}
+	if len(outage) == 0 {
+		t.Fatal("no calls during the outage")
+	}
+	slices.Sort(outage)
+	p99 := time.Duration(outage[len(outage)*99/100])
+	t.Logf("during the outage: %d calls, p50 %v, p99 %v, max %v", len(outage),
+		time.Duration(outage[len(outage)/2]), p99, time.Duration(outage[len(outage)-1]))
+	if p99 >= time.Millisecond {
+		t.Errorf("p99 latency of a call during the outage %v, want < 1 ms", p99)
+	}
+}
