@@ -6,6 +6,7 @@ package retryredis_test
 // loopback backend started by the parent and one redis-server.
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,7 +36,6 @@ type workerConfig struct {
 	Shared                 bool
 	Kind                   string  // "budget", "throttle" or "fault"
 	Rate                   float64 // first attempts per second
-	Start                  int64   // Unix ns at which to begin
 	Duration               time.Duration
 	Budget                 retry.BudgetConfig
 	ThrottleK              float64
@@ -129,13 +129,20 @@ func runWorker(c workerConfig) (*workerResult, error) {
 	}
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 5 * time.Second}
 
-	start := time.Unix(0, c.Start)
+	// Join the fleet (up to 10 s), say so, and wait for the parent's
+	// start time on stdin, so that every worker starts together.
 	if bs != nil || ts != nil {
-		for time.Now().Before(start) && !((bs == nil || bs.Shared()) && (ts == nil || ts.Shared())) {
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end) && !((bs == nil || bs.Shared()) && (ts == nil || ts.Shared())); {
 			time.Sleep(5 * time.Millisecond)
 		}
 		res.SharedAtJoin = (bs == nil || bs.Shared()) && (ts == nil || ts.Shared())
 	}
+	fmt.Println("ready")
+	var startNs int64
+	if _, err := fmt.Fscanln(os.Stdin, &startNs); err != nil {
+		return nil, fmt.Errorf("read start time: %w", err)
+	}
+	start := time.Unix(0, startNs)
 	time.Sleep(time.Until(start))
 
 	// Poll the share's state for the fault test.
@@ -284,17 +291,18 @@ func (b *backend) snapshot() []event {
 	return slices.Clone(b.events)
 }
 
-// runFleet starts one busy and n-1 quiet workers and returns their
-// results.
-func runFleet(t *testing.T, n int, c workerConfig, busyRate, quietRate float64) []*workerResult {
+// runFleet starts one busy and n-1 quiet workers, starts them together
+// once all have joined, and returns their results. started, if not nil,
+// receives the common start time.
+func runFleet(t *testing.T, n int, c workerConfig, busyRate, quietRate float64, started chan<- time.Time) []*workerResult {
 	t.Helper()
-	c.Start = time.Now().Add(2 * time.Second).UnixNano()
-	type out struct {
-		i   int
-		res *workerResult
-		err error
+	type worker struct {
+		cmd    *exec.Cmd
+		stdin  io.WriteCloser
+		stdout *bufio.Reader
+		stderr *limitedBuffer
 	}
-	ch := make(chan out, n)
+	ws := make([]worker, n)
 	for i := range n {
 		wc := c
 		wc.Rate = quietRate
@@ -304,29 +312,46 @@ func runFleet(t *testing.T, n int, c workerConfig, busyRate, quietRate float64) 
 		js, _ := json.Marshal(wc)
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), workerEnv+"="+string(js))
-		go func() {
-			var stderr limitedBuffer
-			cmd.Stderr = &stderr
-			stdout, err := cmd.Output()
-			if err != nil {
-				ch <- out{i, nil, fmt.Errorf("worker %d: %v: %s", i, err, stderr.String())}
-				return
-			}
-			var r workerResult
-			if err := json.Unmarshal(stdout, &r); err != nil {
-				err = fmt.Errorf("worker %d: %v in %q", i, err, stdout)
-			}
-			ch <- out{i, &r, err}
-		}()
+		w := worker{cmd: cmd, stderr: &limitedBuffer{}}
+		cmd.Stderr = w.stderr
+		var err error
+		if w.stdin, err = cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.stdout = bufio.NewReader(out)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		ws[i] = w
+	}
+	for i, w := range ws {
+		if line, err := w.stdout.ReadString('\n'); line != "ready\n" {
+			t.Fatalf("worker %d: %q, %v: %s", i, line, err, w.stderr.String())
+		}
+	}
+	start := time.Now().Add(100 * time.Millisecond)
+	for _, w := range ws {
+		fmt.Fprintln(w.stdin, start.UnixNano())
+	}
+	if started != nil {
+		started <- start
 	}
 	res := make([]*workerResult, n)
-	for range n {
-		o := <-ch
-		if o.err != nil {
-			t.Error(o.err)
+	for i, w := range ws {
+		var r workerResult
+		if err := json.NewDecoder(w.stdout).Decode(&r); err != nil {
+			t.Errorf("worker %d: %v: %s", i, err, w.stderr.String())
 			continue
 		}
-		res[o.i] = o.res
+		if err := w.cmd.Wait(); err != nil {
+			t.Errorf("worker %d: %v: %s", i, err, w.stderr.String())
+		}
+		res[i] = &r
 	}
 	if t.Failed() {
 		t.FailNow()

@@ -3,6 +3,7 @@ package retryredis_test
 import (
 	"math"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,7 +39,7 @@ func TestFleetBudget(t *testing.T) {
 	for i, shared := range []bool{true, false} {
 		be := newBackend(t, 0)
 		res := runFleet(t, fleetProcs, workerConfig{Redis: srv.Addr(), Backend: be.srv.URL, Prefix: "fleet-budget",
-			Shared: shared, Kind: "budget", Duration: fleetRun, Budget: cfg}, busyRate, quietRate)
+			Shared: shared, Kind: "budget", Duration: fleetRun, Budget: cfg}, busyRate, quietRate, nil)
 		ev := be.snapshot()
 		first, retries := 0, 0
 		for _, e := range ev {
@@ -129,7 +130,7 @@ func TestFleetThrottle(t *testing.T) {
 	srv := redistest.Start(t)
 	be := newBackend(t, 4) // 4 per 100 ms
 	res := runFleet(t, fleetProcs, workerConfig{Redis: srv.Addr(), Backend: be.srv.URL, Prefix: "fleet-throttle",
-		Shared: true, Kind: "throttle", Duration: fleetRun, ThrottleK: 2, ThrottleWindow: 2 * time.Second}, 200, 20)
+		Shared: true, Kind: "throttle", Duration: fleetRun, ThrottleK: 2, ThrottleWindow: 2 * time.Second}, 200, 20, nil)
 	for j, r := range res {
 		if !r.SharedAtJoin || r.Fallbacks != 0 {
 			t.Fatalf("worker %d: joined %v, fallbacks %d", j, r.SharedAtJoin, r.Fallbacks)
@@ -170,18 +171,26 @@ func TestFleetRedisKilled(t *testing.T) {
 	cfg := retry.BudgetConfig{Ratio: fleetRatio, MinPerSecond: fleetFloor, Window: fleetWindow}
 	run := 6 * time.Second
 	var killed, restarted time.Time
-	done := make(chan []*workerResult)
-	go func() {
-		done <- runFleet(t, fleetProcs, workerConfig{Redis: srv.Addr(), Prefix: "fleet-fault", Shared: true,
-			Kind: "fault", Duration: run, Budget: cfg, ThrottleK: 2, ThrottleWindow: 2 * time.Second}, 200, 200)
+	started := make(chan time.Time, 1)
+	faults := make(chan struct{})
+	go func() { // kill 2 s into the run, restart empty 2 s later
+		defer close(faults)
+		start, ok := <-started
+		if !ok {
+			return
+		}
+		time.Sleep(time.Until(start.Add(2 * time.Second)))
+		killed = time.Now()
+		srv.Stop()
+		time.Sleep(2 * time.Second)
+		restarted = time.Now() // Restart returns once the server answers PING
+		srv.Restart()
 	}()
-	time.Sleep(2*time.Second + 2*time.Second) // start delay + 2 s of the run
-	killed = time.Now()
-	srv.Stop()
-	time.Sleep(2 * time.Second)
-	restarted = time.Now() // Restart returns once the server answers PING
-	srv.Restart()
-	res := <-done
+	var once sync.Once
+	defer once.Do(func() { close(started); <-faults }) // when runFleet fails first
+	res := runFleet(t, fleetProcs, workerConfig{Redis: srv.Addr(), Prefix: "fleet-fault", Shared: true,
+		Kind: "fault", Duration: run, Budget: cfg, ThrottleK: 2, ThrottleWindow: 2 * time.Second}, 200, 200, started)
+	once.Do(func() { <-faults })
 	var outage []int64
 	for j, r := range res {
 		if r.Leak != "" {
