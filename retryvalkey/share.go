@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-		"github.com/retrykit/retry"
+	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/fleet"
 	"github.com/valkey-io/valkey-go"
 )

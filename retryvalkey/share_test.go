@@ -1,19 +1,19 @@
 package retryvalkey_test
 
 import (
-	"net"
 	"bytes"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/valkey-io/valkey-go"
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/redistest"
 	"github.com/retrykit/retry/retryvalkey"
+	"github.com/valkey-io/valkey-go"
 	"go.uber.org/goleak"
 )
 
@@ -258,11 +258,14 @@ func TestShareErrors(t *testing.T) {
 	c := newClient(t, srv.Addr())
 	b, _ := retry.NewBudget(retry.BudgetConfig{})
 	for name, f := range map[string]func() error{
-		"nil client":     func() error { _, err := retryvalkey.ShareBudget(nil, "p", b); return err },
-		"nil budget":     func() error { _, err := retryvalkey.ShareBudget(c, "p", nil); return err },
-		"nil throttle":   func() error { _, err := retryvalkey.ShareThrottle(c, "p", nil); return err },
-		"empty prefix":   func() error { _, err := retryvalkey.ShareBudget(c, "", b); return err },
-		"short interval": func() error { _, err := retryvalkey.ShareBudget(c, "p", b, retryvalkey.WithSyncInterval(50*time.Millisecond)); return err },
+		"nil client":   func() error { _, err := retryvalkey.ShareBudget(nil, "p", b); return err },
+		"nil budget":   func() error { _, err := retryvalkey.ShareBudget(c, "p", nil); return err },
+		"nil throttle": func() error { _, err := retryvalkey.ShareThrottle(c, "p", nil); return err },
+		"empty prefix": func() error { _, err := retryvalkey.ShareBudget(c, "", b); return err },
+		"short interval": func() error {
+			_, err := retryvalkey.ShareBudget(c, "p", b, retryvalkey.WithSyncInterval(50*time.Millisecond))
+			return err
+		},
 		"long timeout": func() error {
 			_, err := retryvalkey.ShareBudget(c, "p", b, retryvalkey.WithSyncTimeout(time.Second))
 			return err
