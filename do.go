@@ -163,7 +163,7 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 		if maxAttempts != Unlimited && n >= maxAttempts {
 			return fail(ReasonAttempts, nil)
 		}
-		d := p.Delay(n-1, prev, nil)
+		d := p.delay(n-1, prev, nil)
 		prev = d
 		if ra, ok := RetryAfter(err); ok && ra > d {
 			d = ra
@@ -280,7 +280,7 @@ func (p Policy) Delays() iter.Seq2[int, time.Duration] {
 		maxAttempts := p.maxAttempts()
 		var prev, total time.Duration
 		for n := 1; maxAttempts == Unlimited || n < maxAttempts; n++ {
-			d := p.Delay(n-1, prev, nil)
+			d := p.delay(n-1, prev, nil)
 			prev = d
 			if p.MaxElapsed > 0 {
 				if d > p.MaxElapsed-total {

@@ -163,7 +163,7 @@ func ExampleDefault() {
 		fmt.Printf("%-7s jitter %-16v first wait %v..%v\n", preset.name, preset.p.Jitter, lo, hi)
 	}
 	// Output:
-	// default jitter additive:1s      first wait 1s..2s
+	// default jitter additive         first wait 1s..2s
 	// aws     jitter full             first wait 0s..50ms
 	// grpc    jitter proportional:0.2 first wait 800ms..1.2s
 }

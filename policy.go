@@ -11,11 +11,15 @@ import (
 // published cloud guidance: wait min(2^n s + random 0..1000 ms, 32 s) before
 // retry n, and stop after DefaultMaxAttempts attempts.
 const (
-	DefaultInitial     = time.Second      // wait before the first retry
-	DefaultMultiplier  = 2.0              // growth factor per retry
-	DefaultMaxDelay    = 32 * time.Second // cap on every wait
-	DefaultJitterMax   = time.Second      // additive jitter maximum
-	DefaultMaxAttempts = 10               // attempts, including the first
+	DefaultInitial    = time.Second      // wait before the first retry
+	DefaultMultiplier = 2.0              // growth factor per retry
+	DefaultMaxDelay   = 32 * time.Second // cap on every wait
+	// DefaultJitterMax is the largest maximum of the zero Jitter, which
+	// adds uniform 0..min(DefaultJitterMax, Initial) to each wait: the
+	// published 0..1000 ms at an Initial of 1 s or more, scaled down with a
+	// smaller Initial.
+	DefaultJitterMax   = time.Second
+	DefaultMaxAttempts = 10 // attempts, including the first
 )
 
 // Unlimited, as Policy.MaxAttempts, removes the attempt limit. The loop then
@@ -65,7 +69,12 @@ type Policy struct {
 	// (32 s). It must not be below Initial.
 	MaxDelay time.Duration
 
-	// Jitter randomises each wait. The zero value is AdditiveJitter(1 s).
+	// Jitter randomises each wait. The zero value adds a fresh uniform
+	// 0..min(DefaultJitterMax, Initial) to each wait before the cap: with
+	// the reference Initial of 1 s (or more) that is the published
+	// 0..1000 ms, AdditiveJitter(time.Second); with Initial 10 ms it is
+	// 0..10 ms, so the first wait is 10..20 ms. Set AdditiveJitter(max) for
+	// a fixed maximum.
 	Jitter Jitter
 
 	// MaxAttempts is the total number of attempts, the first included.
@@ -152,11 +161,20 @@ func (p *Policy) maxAttempts() int {
 	return p.MaxAttempts
 }
 
+// jitterMax is the additive jitter's maximum: Jitter.amount, or for the
+// zero Jitter min(DefaultJitterMax, Initial).
 func (p *Policy) jitterMax() time.Duration {
 	if p.Jitter.kind == jitterDefault {
-		return DefaultJitterMax
+		return p.defaultJitterMax()
 	}
 	return p.Jitter.amount
+}
+
+// defaultJitterMax is the zero Jitter's maximum, min(DefaultJitterMax,
+// Initial): exactly the published 1 s at the reference Initial of 1 s (or
+// more), and never more than Initial below it.
+func (p *Policy) defaultJitterMax() time.Duration {
+	return min(DefaultJitterMax, p.initial())
 }
 
 // Validate reports the first field of p that makes no sense, in an error
@@ -175,14 +193,15 @@ func (p *Policy) validate() error {
 }
 
 // fastValid reports, in a few comparisons that the compiler inlines into
-// Do, that p has one of the common valid shapes (the OR of the durations is
-// non-negative only when each of them is). False means "check fully", not
-// "invalid".
+// Do, that p has one of the common valid shapes, [Immediate] included (the
+// OR of the durations is non-negative only when each of them is). False
+// means "check fully", not "invalid".
 func (p *Policy) fastValid() bool {
-	return p.Initial|p.MaxDelay|p.MaxElapsed|p.AttemptTimeout >= 0 && p.MaxAttempts >= Unlimited &&
+	return p.MaxDelay|p.MaxElapsed|p.AttemptTimeout >= 0 && p.MaxAttempts >= Unlimited &&
 		p.Jitter.kind <= jitterDecorrelated && (p.Multiplier == 0 || p.Multiplier >= 1) &&
 		(p.Initial == 0 && (p.MaxDelay == 0 || p.MaxDelay >= DefaultInitial) ||
-			p.Initial > 0 && (p.Initial <= p.MaxDelay || p.MaxDelay == 0 && p.Initial <= DefaultMaxDelay))
+			p.Initial > 0 && (p.Initial <= p.MaxDelay || p.MaxDelay == 0 && p.Initial <= DefaultMaxDelay) ||
+			p.Initial == Immediate)
 }
 
 // validateSlow checks every field of p, one by one.

@@ -129,7 +129,7 @@ func TestJitterString(t *testing.T) {
 		j    retry.Jitter
 		want string
 	}{
-		{retry.Jitter{}, "additive:1s"},
+		{retry.Jitter{}, "additive"},
 		{retry.NoJitter, "none"},
 		{retry.FullJitter, "full"},
 		{retry.EqualJitter, "equal"},

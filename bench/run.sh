@@ -42,11 +42,11 @@ for i in $(seq "$count"); do
 	"./$bin" "${args[@]}" | tee -a "$out" >&2
 done
 echo
-go tool benchstat -filter '-.name:/^HTTP/' -col '/lib@(retrykit cenkalti avast sethvargo failsafe retryablehttp)' "$out"
+go tool benchstat -filter '-.name:/^HTTP/' -col '/lib@(retrykit cenkalti avast sethvargo failsafe retryablehttp floor)' "$out"
 echo
 if grep -q '^BenchmarkHTTP' "$out"; then
 	go tool benchstat -filter '.name:/^HTTP/' -col '/lib@(retrykit nethttp retryablehttp failsafe)' "$out"
 	echo
 fi
-echo "ratio = retrykit / best peer, medians of time per op (below 1: retrykit faster); nethttp is a baseline, not a peer"
+echo "ratio = retrykit / best peer, medians of time per op (below 1: retrykit faster); nethttp and floor are baselines, not peers"
 go run ./cmd/ratio "$out"

@@ -72,15 +72,38 @@ type okRT struct{ resp http.Response }
 func (r *okRT) RoundTrip(*http.Request) (*http.Response, error) { return &r.resp, nil }
 
 // BenchmarkOverhead measures what the Transport itself adds on a success
-// at the first attempt, over an in-memory RoundTripper.
+// at the first attempt, over an in-memory RoundTripper: "base" is the
+// RoundTripper alone, "retryhttp" the zero-Policy Transport over it.
 func BenchmarkOverhead(b *testing.B) {
 	rt := &okRT{resp: http.Response{StatusCode: 200, Body: http.NoBody}}
-	tr := &retryhttp.Transport{Base: rt}
 	req, _ := http.NewRequest("GET", "http://127.0.0.1/", nil)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := tr.RoundTrip(req); err != nil {
-			b.Fatal(err)
+	run := func(b *testing.B, t http.RoundTripper) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := t.RoundTrip(req); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
+	b.Run("base", func(b *testing.B) { run(b, rt) })
+	b.Run("retryhttp", func(b *testing.B) { run(b, &retryhttp.Transport{Base: rt}) })
+}
+
+// BenchmarkClientDo measures http.Client.Do on a success over an in-memory
+// RoundTripper, with and without a Transport between them.
+func BenchmarkClientDo(b *testing.B) {
+	rt := &okRT{resp: http.Response{StatusCode: 200, Body: http.NoBody}}
+	req, _ := http.NewRequest("GET", "http://127.0.0.1/", nil)
+	run := func(b *testing.B, c *http.Client) {
+		b.ReportAllocs()
+		for b.Loop() {
+			resp, err := c.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+	}
+	b.Run("base", func(b *testing.B) { run(b, &http.Client{Transport: rt}) })
+	b.Run("retryhttp", func(b *testing.B) { run(b, &http.Client{Transport: &retryhttp.Transport{Base: rt}}) })
 }

@@ -25,6 +25,34 @@
 //	                                              response is returned at once
 //	body with GetBody                             replayed through GetBody, never copied
 //	body without GetBody                          buffered up to MaxBufferedBody, else sent once
+//	Retry-After too large for a time.Duration     more than MaxRetryAfter: returned at once
+//
+// Every attempt, retried or not, goes through the policy's loop: Throttle,
+// Budget, AttemptTimeout, Observer and Logger see it as retry.Do's would.
+//
+// # What the wire and the caller see
+//
+//	request  Retry-Attempt: n     on every retry, n = 2, 3, ... (the attempt's
+//	                              number); absent on a first attempt
+//	response Retry-Attempt: n     set by the Transport on the response it
+//	                              returns after n > 1 attempts; read it with
+//	                              [Attempts]
+//	response Retry-Exhausted: 1   set by the Transport on a response it gave
+//	                              up on, and by [Middleware] on a service's
+//	                              failing response when its own outgoing calls
+//	                              gave up; read it with [Exhausted]. A Transport
+//	                              receiving it does not retry.
+//
+// The response marks live in the header, not in a body wrapper, so they
+// survive http.Client.Timeout (which wraps the body), proxies that copy
+// headers, and generated API clients that turn a response into an error
+// value keeping status, body bytes and header: for example, from a
+// googleapi.Error, apiErr.Header.Get(retryhttp.HeaderExhausted) == "1".
+// Retry-Attempt numbers attempts from 1, as Envoy's x-envoy-attempt-count
+// does; no standard defines either name. A first-attempt response is
+// returned untouched,
+// so a Retry-Attempt on it comes from below (an inner Transport) or from
+// the server.
 //
 // # The true number of sends
 //
@@ -41,13 +69,15 @@
 //
 // # No amplification across layers
 //
-// When a [Transport] gives up it marks the response (see [Attempts] and
-// [Exhausted]) and, if the request's context comes from a handler wrapped
+// When a [Transport] gives up it marks the response with [HeaderExhausted]
+// (see [Exhausted]) and, if the request's context comes from a handler wrapped
 // in [Middleware], tells the middleware, which then adds [HeaderExhausted]
 // to the handler's failing response. A Transport receiving that header does
 // not retry, so in a chain of services only the layer next to the failure
 // retries. Every retry carries [HeaderAttempt] with its attempt number.
-// In one process, a Transport under another Transport, or under a
-// retry.Do loop whose operation returns the response's error, is likewise
-// not retried again by default (see retry.Policy.RetryExhausted).
+// In one process, a Transport under another Transport is likewise not
+// retried again, and under a retry.Do loop its transport errors (a
+// *retry.Error) are not retried again by default (see
+// retry.Policy.RetryExhausted); for a response, check [Exhausted] in the
+// operation.
 package retryhttp

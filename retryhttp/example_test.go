@@ -62,7 +62,7 @@ func ExampleParseRetryAfter() {
 	// Output:
 	// 2m0s true
 	// 1m0s true
-	// 0s false
+	// 2562047h47m16.854775807s true
 	// 0s false
 }
 

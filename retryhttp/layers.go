@@ -3,69 +3,82 @@ package retryhttp
 import (
 	"bufio"
 	"context"
-	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 )
 
-// Headers that carry retry information between services.
+// Headers that carry retry information between services and, on the
+// responses a [Transport] returns, to the caller.
 const (
-	// HeaderAttempt is set on every retry the transport sends, to the
-	// 1-based attempt number ("2" for the first retry). A first attempt
-	// does not carry it.
+	// HeaderAttempt, on a request, is set on every retry the transport
+	// sends, to the 1-based attempt number ("2" for the first retry); a
+	// first attempt does not carry it. On a response that a Transport
+	// returns after more than one attempt, it is set to the number of
+	// attempts made (so the response answers the attempt it names); see
+	// [Attempts].
 	HeaderAttempt = "Retry-Attempt"
 
 	// HeaderExhausted, on a response, means "already retried below, do not
-	// retry": the service's own outgoing calls were retried to exhaustion
-	// while it served the request. [Middleware] sets it to "1" on failing
-	// responses (statuses that DefaultRetryStatus accepts) and a
-	// [Transport] that receives it returns the response without retrying,
-	// so that only the layer next to the failure retries.
+	// retry". A [Transport] sets it to "1" on a response it gave up on
+	// after retrying (see [Exhausted]); [Middleware] sets it on a
+	// service's failing responses (statuses that DefaultRetryStatus
+	// accepts) when the service's own outgoing calls were retried to
+	// exhaustion while it served the request. A Transport that receives
+	// it returns the response without retrying, so that only the layer
+	// next to the failure retries.
 	HeaderExhausted = "Retry-Exhausted"
 )
 
-// markedBody wraps the body of a response that took more than one attempt
-// or that the transport gave up on.
-type markedBody struct {
-	io.ReadCloser
-	attempts  int
-	exhausted bool
-}
-
+// mark records on resp's header how many attempts produced it and, when
+// exhausted, that the transport gave up on it. The marks live in the
+// header, which survives what callers and clients do with a response:
+// http.Client.Timeout wraps the body, generated API clients turn a
+// response into an error value that keeps the status, body bytes and
+// header. A response obtained at once is not touched, except to add
+// HeaderExhausted when a policy of one attempt gave up on it.
 func (c *call) mark(resp *http.Response, exhausted bool) *http.Response {
 	if c.n <= 1 && !exhausted {
 		return resp
 	}
-	resp.Body = &markedBody{ReadCloser: resp.Body, attempts: c.n, exhausted: exhausted}
+	if resp.Header == nil {
+		resp.Header = make(http.Header, 2)
+	}
+	if c.n > 1 {
+		resp.Header.Set(HeaderAttempt, strconv.Itoa(c.n))
+	}
+	if exhausted {
+		resp.Header.Set(HeaderExhausted, "1")
+	}
 	return resp
 }
 
-// Attempts returns how many attempts a [Transport] made to obtain resp: 1
-// for a response obtained at once (or not from a Transport), 0 for nil.
+// Attempts returns how many attempts a [Transport] made to obtain resp,
+// from its [HeaderAttempt] header: 1 for a response obtained at once (or
+// not from a Transport, or with a header that is not a positive number),
+// 0 for nil. It works through any body wrapper, and on any response
+// rebuilt from the original's header.
 func Attempts(resp *http.Response) int {
 	if resp == nil {
 		return 0
 	}
-	if m, ok := resp.Body.(*markedBody); ok {
-		return m.attempts
+	if v := resp.Header.Get(HeaderAttempt); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n > 1 {
+			return n
+		}
 	}
 	return 1
 }
 
-// Exhausted reports whether resp is a failing response that a [Transport]
-// gave up on after retrying (or that said [HeaderExhausted]): an enclosing
-// retry loop should not retry it.
+// Exhausted reports whether resp carries [HeaderExhausted]: a failing
+// response that a [Transport] gave up on after retrying, or that a server
+// behind [Middleware] marked. An enclosing retry layer should not retry
+// it. Like [Attempts], it reads only the header, so it works behind any
+// body wrapper and on a response rebuilt from the original's header (for
+// example from a googleapi.Error's Header).
 func Exhausted(resp *http.Response) bool {
-	return isMarkedExhausted(resp)
-}
-
-func isMarkedExhausted(resp *http.Response) bool {
-	if resp == nil {
-		return false
-	}
-	m, ok := resp.Body.(*markedBody)
-	return ok && m.exhausted
+	return resp != nil && resp.Header.Get(HeaderExhausted) != ""
 }
 
 type trackerKey struct{}

@@ -5,16 +5,23 @@ import (
 	"time"
 )
 
-// maxRetryAfterSeconds bounds delta-seconds so that the conversion to a
-// time.Duration cannot overflow.
-const maxRetryAfterSeconds = int64(1<<63-1) / int64(time.Second)
+// maxDuration is the longest time.Duration, about 292 years.
+const maxDuration = time.Duration(1<<63 - 1)
+
+// maxRetryAfterSeconds is the largest delta-seconds that a time.Duration
+// holds.
+const maxRetryAfterSeconds = int64(maxDuration / time.Second)
 
 // ParseRetryAfter parses the value of a Retry-After header (RFC 9110
 // 10.2.3): either delta-seconds (ASCII digits only) or an HTTP-date in any
 // of the three forms that http.ParseTime accepts. It returns the wait the
 // server asks for, relative to now, and whether value was valid. A date in
-// the past gives (0, true). Empty, negative, fractional, garbage and
-// overflowing values give (0, false). It never panics.
+// the past gives (0, true). A wait longer than a time.Duration holds
+// (delta-seconds above 9223372036, a date more than about 292 years
+// ahead) saturates: it gives the largest Duration, math.MaxInt64, and
+// true; a [Transport] treats that as more than any MaxRetryAfter. Empty,
+// negative, fractional and garbage values give (0, false). The result is
+// never negative, and it never panics.
 func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
 	if value == "" {
 		return 0, false
@@ -26,10 +33,12 @@ func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
 			if c < '0' || c > '9' {
 				return 0, false
 			}
-			n = n*10 + int64(c-'0')
-			if n > maxRetryAfterSeconds {
-				return 0, false
+			if n <= maxRetryAfterSeconds {
+				n = n*10 + int64(c-'0') // at most 10 × 9223372036 + 9: no overflow
 			}
+		}
+		if n > maxRetryAfterSeconds {
+			return maxDuration, true
 		}
 		return time.Duration(n) * time.Second, true
 	}

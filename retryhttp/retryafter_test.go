@@ -3,6 +3,7 @@ package retryhttp_test
 import (
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -25,8 +26,9 @@ func TestParseRetryAfter(t *testing.T) {
 		{"3", 3 * time.Second, true},
 		{"120", 2 * time.Minute, true},
 		{"9223372036", 9223372036 * time.Second, true},
-		{"9223372037", 0, false},
-		{"99999999999999999999999", 0, false},
+		{"9223372037", math.MaxInt64, true},              // beyond a Duration: saturates
+		{"99999999999999999999999", math.MaxInt64, true}, // far beyond
+		{"Fri, 31 Dec 9999 23:59:59 GMT", math.MaxInt64, true},
 		{"", 0, false},
 		{"-1", 0, false},
 		{"1.5", 0, false},

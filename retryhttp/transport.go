@@ -48,27 +48,60 @@ const (
 //
 // Bodies: a request with GetBody is replayed through GetBody, never copied.
 // A body without GetBody is buffered up to MaxBufferedBody bytes; a larger
-// one is streamed once and the request is not retried.
+// one is streamed with the first attempt that is sent and the request is
+// not retried once sent. If GetBody fails on a retry, the loop stops: the
+// last response is returned (or, after a transport error, a *retry.Error
+// that wraps GetBody's error).
+//
+// Every attempt goes through the retry loop of Policy, whether or not it
+// may be retried: a Throttle may reject it, a Budget counts it, an
+// attempt timeout bounds it and the Observer and Logger see it, exactly
+// as in retry.Do. A 429 or 503 counts as a rejection for a Throttle even
+// when the request is not retried (a POST without key), and so does an
+// attempt that ran out of Policy.AttemptTimeout.
+//
+// Attempt timeout: Policy.AttemptTimeout bounds each attempt up to the
+// arrival of the response headers; the body then stays readable until it
+// is closed. An answer that arrives once the timer has fired is treated as
+// a timed-out attempt (closed and retried), never returned with a dead
+// context.
 //
 // Retry-After (any retried status): the transport waits at least what the
 // server asks, plus a jitter of uniform 0..min(1 s, 10% of the wait) so that
 // clients given the same HTTP-date do not return in one wave. When the server
-// asks for more than MaxRetryAfter, or more than fits before the context's
-// deadline or Policy.MaxElapsed, the server's response is returned at once.
+// asks for more than MaxRetryAfter (a value too large for a time.Duration
+// always counts as more), or more than fits before the context's deadline
+// or Policy.MaxElapsed, the server's response is returned at once. No wait
+// overflows or goes negative.
 //
-// Giving up: on a retryable status the last response is returned as is
-// (status, headers, readable body) with a nil error; [Attempts] tells how
-// many attempts produced it. On a transport error, the error is a
-// *retry.Error wrapping the last error. The body of every response that is
-// retried is drained (up to 64 KiB) and closed, so its connection is reused.
-// The caller's request is never modified: each retry sends a clone, carrying
+// Before the wait for a retry, the retried response's body is read (up to
+// 64 KiB) and closed, so that its connection serves other requests during
+// the wait. If the loop then gives up instead, that response is returned
+// with the bytes read as its body. A body longer than 64 KiB stays open
+// until the next attempt starts (its connection could not be reused
+// anyway), so that nothing is lost if it is returned.
+//
+// Giving up: on a retryable status the last response is returned (status,
+// headers, readable body) with a nil error. On a transport error, the
+// error is a *retry.Error wrapping the last error.
+//
+// What the caller sees on a response: after more than one attempt, the
+// response's header carries [HeaderAttempt] set to the number of attempts
+// made; when the transport gave up on it, [HeaderExhausted] set to "1".
+// [Attempts] and [Exhausted] read them. Being in the header, the marks
+// survive body wrappers (http.Client.Timeout) and clients that turn a
+// response into an error value keeping its header (googleapi.Error). A
+// response obtained at the first attempt is returned untouched. The
+// caller's request is never modified: each retry sends a clone, carrying
 // [HeaderAttempt].
 //
 // A Transport inspects responses, which the http.RoundTripper contract
 // discourages; that is its purpose. The zero value is usable: it retries
 // with the zero retry.Policy over http.DefaultTransport. A Transport is safe
 // for concurrent use and should be reused, like http.Transport. Fields must
-// not change once it is in use.
+// not change once it is in use, and a Transport must not be copied after
+// first use. A success at the first attempt allocates nothing (with no
+// Throttle, Budget, MaxElapsed, AttemptTimeout or Observer in the policy).
 //
 // See the package documentation for how this combines with the one resend
 // that net/http makes by itself.
@@ -78,10 +111,13 @@ type Transport struct {
 
 	// Policy gives the waits and the stop rules (attempts, time budget,
 	// per-attempt timeout, Budget, Throttle) and the Observer and Logger
-	// hooks. Its zero value is retry's reference schedule (10 attempts).
-	// Errors the hooks see describe method, redacted URL, status or error
-	// and attempt. Policy.Retryable, when set, is consulted after the
-	// transport's own rules, which it cannot widen.
+	// hooks, which see every attempt sent, as in retry.Do. Its zero value
+	// is retry's reference schedule (10 attempts). Errors the hooks see
+	// describe method, redacted URL, status or error and attempt; an
+	// attempt that ran out of AttemptTimeout reports Timeout() and
+	// Overloaded(). Policy.Retryable, when set, is consulted after the
+	// transport's own rules, which it cannot widen. An invalid Policy makes
+	// every RoundTrip return its Validate error without sending anything.
 	Policy retry.Policy
 
 	// RetryStatus reports whether a response status is retried. Nil means
@@ -106,6 +142,8 @@ type Transport struct {
 	// DefaultMaxBufferedBody (1 MiB); negative means such bodies are never
 	// buffered and those requests are sent once.
 	MaxBufferedBody int64
+
+	policyValid atomic.Bool // Policy passed Validate (see firstOutsideLoop)
 }
 
 // NewClient returns an http.Client whose Transport is a [Transport] with
@@ -144,52 +182,108 @@ func (t *Transport) maxBufferedBody() int64 {
 
 // call is the state of one RoundTrip.
 type call struct {
-	t        *Transport
-	req      *http.Request
-	base     http.RoundTripper
-	canRetry bool   // method idempotent, key present or RetryNonIdempotent
-	buf      []byte // buffered body when the request has no GetBody
-	buffered bool
-	n        int            // attempts made
-	last     *http.Response // last response, still open
-	sent     bool           // the caller's request (and body) was handed to base
-	exhaust  bool           // the last response says "already retried below"
-
-	attemptTimeout time.Duration
+	t          *Transport
+	req        *http.Request   // the caller's request, never modified
+	ctx        context.Context // req.Context()
+	base       http.RoundTripper
+	idem       bool           // method idempotent, idempotency key, or RetryNonIdempotent
+	replayable bool           // the body can be sent again: none, GetBody or buffered
+	buffered   bool           // buf holds the whole body (no GetBody)
+	stream     bool           // too large to buffer: buf is its prefix, sent once
+	bodyUsed   bool           // the caller's body was handed to base or closed
+	exhaust    bool           // the last response says "already retried below"
+	replay     bool           // the next call of attempt returns first, first sends nothing
+	buf        []byte         // buffered body or prefix of a streamed one
+	n          int            // attempts sent (base.RoundTrip called)
+	last       *http.Response // last retryable response, still open or buffered
+	firstResp  *http.Response // result of the attempt made before the loop
+	firstErr   error
 }
 
 // RoundTrip sends req, retrying as described on [Transport].
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	c := call{t: t, req: req, base: t.base()}
-	c.canRetry = t.RetryNonIdempotent || idempotent(req.Method) || hasIdempotencyKey(req.Header)
+	ctx := req.Context()
+	if (req.Body == nil || req.Body == http.NoBody || req.GetBody != nil) && t.firstOutsideLoop() && ctx.Err() == nil {
+		// The first attempt is made here, exactly as the loop would make
+		// it (the policy is plain: nothing to account, no clock to read,
+		// no context to make), with no state on the heap: a success costs
+		// no allocation. Anything else continues in the loop, which takes
+		// this attempt's outcome as its own first attempt.
+		base := t.base()
+		resp, err := base.RoundTrip(req)
+		if err == nil && !t.retryStatus(resp.StatusCode) {
+			return resp, nil
+		}
+		c := t.newCall(req, ctx, base)
+		c.n, c.bodyUsed = 1, req.Body != nil
+		if err != nil {
+			err = c.classify(req, err)
+		} else {
+			resp, err = c.judge(req, resp)
+		}
+		c.replay, c.firstResp, c.firstErr = true, resp, err
+		return c.loop(&replayCtx{Context: ctx, c: c})
+	}
+	c := t.newCall(req, ctx, t.base())
 	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
 		if !c.bufferBody() {
-			// Too large to replay: stream once, no retries.
-			r2 := req.Clone(req.Context())
-			r2.Body = c.streamBody()
-			return c.base.RoundTrip(r2)
+			// Too large to replay: sent once, through the loop all the
+			// same (Throttle, Budget, AttemptTimeout, hooks), never
+			// retried once sent.
+			c.stream, c.replayable = true, false
 		}
 	}
-	ctx := req.Context()
-	// The attempt timeout is applied here rather than by retry.Do, whose
-	// per-attempt context would end before the caller reads the body.
-	p := t.Policy
-	c.attemptTimeout, p.AttemptTimeout = p.AttemptTimeout, 0
+	return c.loop(ctx)
+}
+
+func (t *Transport) newCall(req *http.Request, ctx context.Context, base http.RoundTripper) *call {
+	return &call{t: t, req: req, ctx: ctx, base: base, replayable: true,
+		idem: t.RetryNonIdempotent || idempotent(req.Method) || hasIdempotencyKey(req.Header)}
+}
+
+// firstOutsideLoop reports whether RoundTrip may make the first attempt
+// itself before handing over to retry.DoValue: the policy is valid and
+// plain, so that the loop would do nothing around that attempt but call
+// it (no Throttle, Budget, time budget, attempt timeout or Observer). The
+// policy's validity is checked once per Transport: its fields do not
+// change once it is in use.
+func (t *Transport) firstOutsideLoop() bool {
+	p := &t.Policy
+	if p.Throttle != nil || p.Budget != nil || p.MaxElapsed > 0 || p.AttemptTimeout > 0 || p.Observer != nil {
+		return false
+	}
+	if t.policyValid.Load() {
+		return true
+	}
+	if p.Validate() != nil {
+		return false
+	}
+	t.policyValid.Store(true)
+	return true
+}
+
+// loop runs the retry loop of c and turns its outcome into RoundTrip's.
+func (c *call) loop(ctx context.Context) (*http.Response, error) {
+	// The attempt timeout is applied by attempt rather than by retry.Do,
+	// whose per-attempt context would end before the caller reads the body.
+	p := c.t.Policy
+	p.AttemptTimeout = 0
 	resp, err := retry.DoValue(ctx, p, c.attempt)
 	if err == nil {
 		return c.mark(resp, false), nil
 	}
-	if !c.sent && req.Body != nil {
-		req.Body.Close()
+	if !c.bodyUsed && c.req.Body != nil {
+		c.req.Body.Close()
 	}
 	var re *retry.Error
 	errors.As(err, &re)
 	if c.last != nil && (re == nil || re.Reason != retry.ReasonContext) {
 		// Gave up after a retryable status (perhaps followed by attempts a
-		// Throttle rejected): hand back the server's last answer.
+		// Throttle rejected, or by a GetBody that failed): hand back the
+		// server's last answer.
 		exhausted := c.n > 1 || c.exhaust || re != nil && re.Reason != retry.ReasonPermanent
 		if exhausted {
-			markTracker(ctx)
+			markTracker(c.ctx)
 		}
 		return c.mark(c.last, exhausted), nil
 	}
@@ -198,9 +292,26 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.last = nil
 	}
 	if re != nil && re.Reason != retry.ReasonPermanent && re.Reason != retry.ReasonContext {
-		markTracker(ctx)
+		markTracker(c.ctx)
 	}
 	return nil, err
+}
+
+// replayCtx is the caller's context as the retry loop sees it when
+// RoundTrip made the first attempt before the loop started. Until the loop
+// has taken that attempt's result, Err reports nil, so that the loop
+// records the attempt before it looks at the context, as it does for an
+// attempt it makes itself; everything else is the caller's context.
+type replayCtx struct {
+	context.Context
+	c *call
+}
+
+func (x *replayCtx) Err() error {
+	if x.c.replay {
+		return nil
+	}
+	return x.Context.Err()
 }
 
 // bufferBody reads the caller's body (no GetBody) up to the limit. It
@@ -216,88 +327,166 @@ func (c *call) bufferBody() bool {
 		return false
 	}
 	c.req.Body.Close()
+	c.bodyUsed = true
 	c.buffered = true
 	return true
 }
 
-// streamBody returns the buffered prefix followed by the rest of the
-// caller's body, closing the caller's body when closed.
-func (c *call) streamBody() io.ReadCloser {
-	return struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(c.buf), c.req.Body), c.req.Body}
+// attempt is the operation handed to retry.DoValue. It ignores the loop's
+// context, which is the request's (possibly seen through a replayCtx).
+func (c *call) attempt(context.Context) (*http.Response, error) {
+	if c.replay {
+		c.replay = false
+		resp, err := c.firstResp, c.firstErr
+		c.firstResp, c.firstErr = nil, nil
+		return resp, err
+	}
+	return c.try()
 }
 
-// attempt is the operation handed to retry.DoValue.
-func (c *call) attempt(ctx context.Context) (*http.Response, error) {
+// try sends one attempt and judges its outcome.
+func (c *call) try() (*http.Response, error) {
+	// The body comes first, so that a failing GetBody leaves the previous
+	// response in place, to be returned when the loop gives up.
+	var body io.ReadCloser
+	switch {
+	case c.n > 0 && !c.replayable:
+		// Unreachable: every outcome of an attempt that cannot be sent
+		// again is permanent.
+		return nil, retry.Permanent(errors.New("retryhttp: request body cannot be sent again"))
+	case c.buffered:
+		body = http.NoBody
+		if len(c.buf) > 0 {
+			body = io.NopCloser(bytes.NewReader(c.buf))
+		}
+	case c.stream:
+		body = c.streamBody()
+	case c.req.Body == nil || c.req.Body == http.NoBody:
+	case c.n == 0:
+		body = c.req.Body // the caller's body goes with the first attempt
+	default:
+		b, err := c.req.GetBody()
+		if err != nil {
+			return nil, retry.Permanent(&getBodyError{err})
+		}
+		body = b
+	}
 	if c.last != nil {
 		// A retry is happening: release the previous response.
 		discard(c.last)
 		c.last = nil
 	}
 	c.n++
-	var cancel context.CancelFunc
-	var timedOut atomic.Bool
-	if c.attemptTimeout > 0 {
-		var actx context.Context
-		actx, cancel = context.WithCancel(ctx)
-		timer := time.AfterFunc(c.attemptTimeout, func() { timedOut.Store(true); cancel() })
-		defer timer.Stop()
-		ctx = actx
+	if c.req.Body != nil && !c.buffered {
+		c.bodyUsed = true
+	}
+	if d := c.t.Policy.AttemptTimeout; d > 0 {
+		return c.tryTimed(d, body)
 	}
 	r := c.req
-	if c.n > 1 || c.buffered || ctx != c.req.Context() {
-		var err error
-		if r, err = c.prepare(ctx); err != nil {
-			return nil, retry.Permanent(err)
-		}
-	} else {
-		c.sent = true
+	if c.n > 1 || c.buffered || c.stream {
+		r = c.prepare(c.ctx, body)
 	}
 	resp, err := c.base.RoundTrip(r)
-	if cancel != nil {
-		if err != nil {
+	if err != nil {
+		return nil, c.classify(r, err)
+	}
+	return c.judge(r, resp)
+}
+
+// tryTimed sends one attempt bounded by the policy's AttemptTimeout d,
+// which ends when the response headers arrive: the body stays readable
+// until it is closed. Whether the attempt made it in time is decided once,
+// by stopping the timer, so a response racing the timer is either
+// returned with a live context or treated as timed out, never both.
+func (c *call) tryTimed(d time.Duration, body io.ReadCloser) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	timer := time.AfterFunc(d, cancel)
+	handedOut := false
+	defer func() {
+		// On every path but a response handed out (whose body's Close
+		// cancels), including a panic in Base: stop the timer and end the
+		// attempt's context, so that it does not stay registered on the
+		// caller's.
+		if !handedOut {
+			timer.Stop()
 			cancel()
-			if timedOut.Load() && c.req.Context().Err() == nil {
-				err = &attemptTimeoutError{c.attemptTimeout, err}
-				ctx = c.req.Context()
-			}
-		} else {
-			// The body stays readable until it is closed.
-			resp.Body = &cancelBody{resp.Body, cancel}
 		}
+	}()
+	r := c.prepare(ctx, body)
+	resp, err := c.base.RoundTrip(r)
+	if !timer.Stop() {
+		// The timer fired: the attempt timed out, whatever Base returned.
+		if resp != nil && resp.Body != nil {
+			resp.Body.Close()
+		}
+		if c.ctx.Err() != nil {
+			// The caller's context ended too: that is what the loop sees.
+			if err == nil {
+				err = c.ctx.Err()
+			}
+			return nil, c.classify(r, err)
+		}
+		return nil, c.classify(r, &attemptTimeoutError{d, err})
 	}
 	if err != nil {
-		return nil, c.classify(ctx, r, err)
+		return nil, c.classify(r, err)
 	}
+	switch resp.Body {
+	case nil, http.NoBody:
+		// Nothing to read: the attempt's context can end now.
+	default:
+		resp.Body = newCancelBody(resp.Body, cancel)
+		handedOut = true
+	}
+	return c.judge(r, resp)
+}
+
+// judge decides what the loop sees for a response to request r.
+func (c *call) judge(r *http.Request, resp *http.Response) (*http.Response, error) {
 	if !c.t.retryStatus(resp.StatusCode) {
 		return resp, nil
 	}
-	if ex := resp.Header.Get(HeaderExhausted); ex != "" || isMarkedExhausted(resp) {
+	c.last = resp
+	e := &statusError{resp: resp, method: r.Method, url: r.URL, attempt: c.n}
+	if Exhausted(resp) {
 		// Already retried to exhaustion below: do not retry again.
 		c.exhaust = true
-		c.last = resp
-		return resp, retry.Permanent(&statusError{resp: resp, method: r.Method, url: r.URL, attempt: c.n})
+		return resp, retry.Permanent(e)
 	}
-	if !c.canRetry && resp.StatusCode != http.StatusTooManyRequests {
-		return resp, nil
+	if !c.replayable || !c.idem && resp.StatusCode != http.StatusTooManyRequests {
+		// Not retried, but still an answer from the server: the loop
+		// accounts it (a 429 or 503 is a rejection for a Throttle).
+		return resp, retry.Permanent(e)
 	}
-	c.last = resp
-	var e error = &statusError{resp: resp, method: r.Method, url: r.URL, attempt: c.n}
+	var err error = e
 	if max := c.t.maxRetryAfter(); max > 0 {
 		if v := resp.Header.Get("Retry-After"); v != "" {
 			if d, ok := ParseRetryAfter(v, time.Now()); ok {
-				if d > max {
-					// The server asks for more than we honour: give its
-					// answer to the caller now.
+				if d > max || d == maxDuration {
+					// The server asks for more than we honour (or than a
+					// Duration holds): give its answer to the caller now.
 					return resp, retry.Permanent(e)
 				}
-				e = retry.After(e, d+retryAfterJitter(d))
+				err = retry.After(e, satAdd(d, retryAfterJitter(d)))
 			}
 		}
 	}
-	return resp, e
+	if c.mayRetry() {
+		release(resp)
+	}
+	return resp, err
+}
+
+// mayRetry reports whether the policy's attempt limit leaves room for
+// another attempt after the c.n sent so far. Other stop rules may still
+// end the loop.
+func (c *call) mayRetry() bool {
+	m := c.t.Policy.MaxAttempts
+	if m == 0 {
+		m = retry.DefaultMaxAttempts
+	}
+	return m == retry.Unlimited || c.n < m
 }
 
 // retryAfterJitter returns a uniform random 0..min(1 s, d/10).
@@ -309,61 +498,88 @@ func retryAfterJitter(d time.Duration) time.Duration {
 	return rand.N(j + 1)
 }
 
-// prepare makes the request for a retry (or a first attempt with its own
-// context or buffered body): a clone with a fresh body.
-func (c *call) prepare(ctx context.Context) (*http.Request, error) {
+// satAdd returns a + b for non-negative a and b, saturating at maxDuration.
+func satAdd(a, b time.Duration) time.Duration {
+	if a > maxDuration-b {
+		return maxDuration
+	}
+	return a + b
+}
+
+// prepare makes the request for an attempt other than a plain first one:
+// a clone with ctx, body, and on a retry the attempt header.
+func (c *call) prepare(ctx context.Context, body io.ReadCloser) *http.Request {
 	r := c.req.Clone(ctx)
 	if c.n > 1 {
+		if r.Header == nil {
+			r.Header = make(http.Header, 1)
+		}
 		r.Header.Set(HeaderAttempt, strconv.Itoa(c.n))
 	}
-	switch {
-	case c.buffered:
-		if len(c.buf) == 0 {
-			r.Body = http.NoBody
-		} else {
-			r.Body = io.NopCloser(bytes.NewReader(c.buf))
-		}
+	if c.buffered || c.stream {
 		r.GetBody = nil
-	case c.req.Body == nil || c.req.Body == http.NoBody:
-	case c.n == 1:
-		c.sent = true // the caller's body goes with the clone
-	default:
-		b, err := c.req.GetBody()
-		if err != nil {
-			return nil, errors.New("retryhttp: GetBody: " + err.Error())
-		}
-		r.Body = b
 	}
-	return r, nil
+	if body != nil {
+		r.Body = body
+	}
+	return r
+}
+
+// streamBody returns the buffered prefix followed by the rest of the
+// caller's body, closing the caller's body when closed.
+func (c *call) streamBody() io.ReadCloser {
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(c.buf), c.req.Body), c.req.Body}
 }
 
 // classify turns a transport error into what the retry loop should see.
-func (c *call) classify(ctx context.Context, r *http.Request, err error) error {
+func (c *call) classify(r *http.Request, err error) error {
 	e := &attemptError{method: r.Method, url: r.URL, attempt: c.n, err: err}
-	if !c.canRetry && !notSent(err) {
+	if !c.replayable || !c.idem && !notSent(err) {
 		return retry.Permanent(e)
 	}
-	if ctx.Err() != nil || transient(err) {
-		// Context errors: the loop retries an attempt timeout and stops on
-		// the caller's own context.
+	if c.ctx.Err() != nil || transient(err) {
+		// Context errors: the loop stops on the caller's own context.
 		return e
 	}
 	return retry.Permanent(e)
 }
 
+// getBodyError is the error of a retry whose request body could not be
+// made again by the request's GetBody.
+type getBodyError struct{ err error }
+
+func (e *getBodyError) Error() string { return "retryhttp: GetBody: " + e.err.Error() }
+func (e *getBodyError) Unwrap() error { return e.err }
+
 // attemptTimeoutError is the error of an attempt cut short by
 // Policy.AttemptTimeout. It is a timeout, not a context error, so the loop
-// retries it.
+// retries it, and it reports Overloaded, so that a Throttle counts it as a
+// rejection, as retry.Do counts an attempt that ran out of its timeout.
 type attemptTimeoutError struct {
 	d   time.Duration
-	err error
+	err error // what Base returned, if anything
 }
 
 func (e *attemptTimeoutError) Error() string {
 	return "retryhttp: attempt timed out after " + e.d.String()
 }
-func (e *attemptTimeoutError) Timeout() bool   { return true }
-func (e *attemptTimeoutError) Temporary() bool { return true }
+func (e *attemptTimeoutError) Timeout() bool    { return true }
+func (e *attemptTimeoutError) Temporary() bool  { return true }
+func (e *attemptTimeoutError) Overloaded() bool { return true }
+
+// newCancelBody returns body wrapped so that closing it ends the attempt's
+// context. The wrapper keeps the body's capabilities: the body of a 101
+// Switching Protocols response is an io.ReadWriteCloser, and so is its
+// wrapper.
+func newCancelBody(body io.ReadCloser, cancel context.CancelFunc) io.ReadCloser {
+	if rw, ok := body.(io.ReadWriteCloser); ok {
+		return &cancelRWBody{rw, cancel}
+	}
+	return &cancelBody{body, cancel}
+}
 
 // cancelBody ends an attempt's context when the body is closed.
 type cancelBody struct {
@@ -377,8 +593,76 @@ func (b *cancelBody) Close() error {
 	return err
 }
 
+// cancelRWBody is cancelBody for a writable body.
+type cancelRWBody struct {
+	io.ReadWriteCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelRWBody) Close() error {
+	err := b.ReadWriteCloser.Close()
+	b.cancel()
+	return err
+}
+
+// release frees the connection of a response the loop will probably
+// retry, before the wait: it reads the rest of the body, up to maxDrain
+// bytes, closes it, and leaves what it read in resp.Body, so that the
+// response can still be returned whole if the loop gives up instead. A
+// body longer than that cannot leave its connection reusable anyway; it
+// stays open (its prefix read) until the loop decides, so that nothing is
+// lost.
+func release(resp *http.Response) {
+	if resp.Body == nil || resp.Body == http.NoBody || resp.ContentLength > maxDrain {
+		return
+	}
+	var buf bytes.Buffer
+	_, err := buf.ReadFrom(io.LimitReader(resp.Body, maxDrain+1))
+	if err == nil && buf.Len() > maxDrain {
+		resp.Body = &prefixBody{bytes.NewReader(buf.Bytes()), resp.Body}
+		return
+	}
+	resp.Body.Close()
+	resp.Body = &readBody{r: bytes.NewReader(buf.Bytes()), err: err}
+}
+
+// readBody is a body read in full by release: its bytes, then the error
+// that ended the read (io.EOF when the body was complete).
+type readBody struct {
+	r   *bytes.Reader
+	err error
+}
+
+func (b *readBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF && b.err != nil {
+		err = b.err
+	}
+	return n, err
+}
+
+func (b *readBody) Close() error { return nil }
+
+// prefixBody is a body whose first bytes release has read.
+type prefixBody struct {
+	prefix *bytes.Reader
+	rest   io.ReadCloser
+}
+
+func (b *prefixBody) Read(p []byte) (int, error) {
+	if b.prefix.Len() > 0 {
+		return b.prefix.Read(p)
+	}
+	return b.rest.Read(p)
+}
+
+func (b *prefixBody) Close() error { return b.rest.Close() }
+
 // discard drains a bounded prefix of resp's body and closes it.
 func discard(resp *http.Response) {
+	if resp.Body == nil {
+		return
+	}
 	io.CopyN(io.Discard, resp.Body, maxDrain)
 	resp.Body.Close()
 }

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # test-all.sh: the whole test suite of every module, as CI runs it.
-#   gofmt check, go vet, all tests with -race, each fuzz target briefly,
-#   and the nginx end-to-end test (needs nginx; installed here when missing
-#   and we are root on a Debian-like machine).
-# Environment: FUZZTIME (default 5s) per fuzz target.
+#   gofmt check, go vet, all tests with -race, each fuzz target for a fixed
+#   number of executions (scripts/fuzz.sh), and the nginx end-to-end test
+#   (needs nginx; installed here when missing and we are root on a Debian-like
+#   machine).
+# Environment: FUZZTIME, the -fuzztime of each fuzz target (default 2000x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-fuzztime=${FUZZTIME:-5s}
 # Every module in the tree (root first), found from the go.mod files git knows.
 mods=(.)
 while IFS= read -r m; do
@@ -52,13 +52,7 @@ done
 step "examples/gcloud: the transport under the generated Cloud Storage client (local fake)"
 (cd examples/gcloud && go run .)
 
-step "fuzz targets ($fuzztime each)"
-while IFS= read -r f; do
-  dir=$(dirname "$f")
-  for name in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$f" | sed 's/^func //'); do
-    echo "--- $dir $name"
-    (cd "$dir" && go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" .)
-  done
-done < <(git ls-files -co --exclude-standard '*_test.go' | xargs -r grep -l '^func Fuzz' || true)
+step "fuzz targets"
+bash scripts/fuzz.sh
 
 step "all tests passed"

@@ -6,26 +6,33 @@
 //
 // # Time and randomness
 //
-// Time is virtual (nanoseconds from 0); nothing sleeps. Trial k draws every
-// random number (start times, latencies, jitter) from one
-// rand.New(rand.NewPCG(Seed, k)) in event order, and events are processed in
-// (time, client number) order, so a Scenario always gives the same Result.
-// A client's state (about 40 bytes) lives in its one pending event; there is
-// no goroutine per client.
+// Time is virtual (nanoseconds from 0, ending at MaxTime); nothing sleeps.
+// Trial k draws every random number (start times, latencies, jitter) from
+// one rand.New(rand.NewPCG(Seed, k)) in a fixed order, so a Scenario always
+// gives the same Result. A client's state (32 bytes) lives in its one
+// pending event; there is no goroutine per client.
 //
 // # Capacity model (Model Capacity, the default)
 //
 // Clients 0..N-1 each need one successful request. Client i sends its first
 // request at 0 or, with a StartWindow W, at a uniform time in [0, W). Time
 // is cut into slots of width Slot; the server accepts the first Capacity
-// requests arriving in each slot (in arrival order) and fails the rest, as
-// a 503 or 429 would; every request arriving before Outage fails. Requests
-// are instantaneous (no latency). A failed request is the client's call
-// number n+1 (n from 0): if that reaches MaxAttempts the client gives up;
-// otherwise it waits d = Delay(n, prev, rng), raised to RetryAfter if that
-// is larger, and gives up instead if d would take it past MaxElapsed since
-// its first request. Load[s] counts every request arriving in slot s,
-// accepted or not: the offered load, to be compared with Capacity.
+// requests arriving in each slot (in (time, client) order) and fails the
+// rest, as a 503 or 429 would; every request arriving before Outage fails.
+// Requests are instantaneous (no latency). A failed request is the client's
+// call number n+1 (n from 0): if that reaches MaxAttempts the client gives
+// up; otherwise it waits d = Delay(n, prev, rng), raised to RetryAfter if
+// that is larger, and gives up instead if d would take it past MaxElapsed
+// since its first request, or if the budget refuses the retry. Load[s]
+// counts every request arriving in slot s, accepted or not: the offered
+// load, to be compared with Capacity.
+//
+// Slots are processed in order, each without sorting it: which requests
+// the server accepts depends only on their arrival times, and the failed
+// ones draw their next waits in the order they were scheduled. Because
+// requests take no time, a policy whose waits are all zero
+// (retry.Immediate) with unlimited attempts would retry forever at one
+// instant, so Run rejects it unless a RetryAfter or a Budget ends it.
 //
 // # Contention model (Model Contention)
 //
@@ -51,4 +58,25 @@
 // reports means over trials (see [Result]); Load is the series of trial 0.
 // What the Policy's AttemptTimeout, Retryable and hooks do is outside the
 // model; a Policy with a Budget or Throttle is rejected.
+//
+// # Fleets and retry budgets
+//
+// Scenario.Budget gives the clients a retry budget with retry.Budget's
+// rule, counted in virtual time: retries ≤ Ratio × first attempts +
+// MinPerSecond × Window over the window. With Processes P the clients form
+// P processes (client i in process i mod P), each with a budget of its own,
+// or with SharedBudget one budget for the whole fleet: what a dead backend
+// receives from P processes is then the floor once instead of P times. The
+// budget's clock is the start of the slot being processed (the time of
+// the event in the contention model).
+//
+// # Memory and termination
+//
+// Run allocates per client one 32-byte event (plus room for an 8-byte
+// success time, touched only by clients that succeed; the contention model
+// adds 4 bytes), and per slot with pending events at most one partly
+// filled chunk of 16 to 256 events; it generates no garbage per request.
+// Before starting it estimates the memory it needs and refuses a Scenario
+// over MaxMemory. A run in which clients still wait at MaxTime ends with an
+// error, so every Scenario ends.
 package sim

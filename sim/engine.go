@@ -2,64 +2,72 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/retrykit/retry"
 )
 
-// event kinds
-const (
-	evRequest uint8 = iota // capacity: a request arrives at the server
-	evRead                 // contention: a read arrives at the server
-	evWrite                // contention: a write arrives at the server
-)
-
-// event is one entry of the queue: something happens to client c at time t
-// (nanoseconds from the start of the trial).
-// It carries the client's whole state, so that the queue is the only
-// per-client memory touched (40 bytes).
+// event is one pending event: client c sends a request (capacity), or its
+// read or write reaches the server (contention), at time t (nanoseconds
+// from the start of the trial). It carries the client's whole state, so
+// that the queue is the only per-client memory touched (32 bytes; the
+// contention model adds the version each client read, 4 bytes).
 type event struct {
 	t     int64
 	start int64 // time of the client's first call
 	prev  int64 // previous wait, for decorrelated jitter
 	c     int32 // client number (ties are broken by it)
-	calls int32 // calls that failed so far
-	ver   int32 // version read (contention)
-	kind  uint8
+	calls int32 // calls that failed so far (saturates at math.MaxInt32)
 }
 
 func (a event) before(b event) bool { return a.t < b.t || a.t == b.t && a.c < b.c }
 
-// state holds the flat slices reused across trials.
+// state holds what is reused across trials.
 type state struct {
 	s           *Scenario
-	maxAttempts int
-	heap        []event
+	maxAttempts int32 // math.MaxInt32 for retry.Unlimited
+	unlimited   bool
+	heap        []event // contention: the event queue
+	ver         []int32 // contention: the version client c read, or -1 before its read
 	done        []int64 // success times of this trial
 	load        []int
 	finished    int64 // client runs finished over all trials (progress)
 	rng         *rand.Rand
+	budget      budgetModel
+	q           calendar // capacity model
+	sel         []event  // capacity model: the requests a slot accepts (a max-heap)
+	steps       int      // events since the trial began (cancellation, progress)
+	ctx         context.Context
 }
 
 type trialResult struct {
-	requests, succeeded, gaveUp int64
-	peak                        int
-	p50, p99, max               int64
+	requests, succeeded, gaveUp, refused int64
+	peak                                 int64
+	p50, p99, max                        int64
 }
 
 func newState(s *Scenario) *state {
-	ma := s.Policy.MaxAttempts
-	if ma == 0 {
-		ma = retry.DefaultMaxAttempts
+	st := &state{s: s, done: make([]int64, 0, s.Clients)}
+	switch ma := s.Policy.MaxAttempts; {
+	case ma == retry.Unlimited:
+		st.maxAttempts, st.unlimited = math.MaxInt32, true
+	case ma == 0:
+		st.maxAttempts = retry.DefaultMaxAttempts
+	default:
+		st.maxAttempts = int32(min(ma, math.MaxInt32))
 	}
-	return &state{
-		s:           s,
-		maxAttempts: ma,
-		heap:        make([]event, 0, s.Clients),
-		done:        make([]int64, 0, s.Clients),
+	if s.Model == Contention {
+		st.heap = make([]event, 0, s.Clients)
+		st.ver = make([]int32, s.Clients)
 	}
+	if s.Budget != nil {
+		st.budget.init(*s.Budget, s.Processes, s.SharedBudget)
+	}
+	return st
 }
 
 func addSat(a, b int64) int64 {
@@ -67,6 +75,27 @@ func addSat(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return a + b
+}
+
+// errHorizon is returned when a client would act at or after MaxTime.
+func errHorizon() error {
+	return fmt.Errorf("%w: virtual time reached MaxTime (%v) with clients still retrying: "+
+		"the server cannot serve them all (more Capacity, a longer Slot or fewer Clients)", ErrScenario, MaxTime)
+}
+
+// tick counts one processed event; every few thousand it checks ctx and
+// reports progress.
+func (st *state) tick() error {
+	st.steps++
+	if st.steps&0xfff == 0 {
+		if err := st.ctx.Err(); err != nil {
+			return err
+		}
+		if st.steps&0xffff == 0 && st.s.Progress != nil {
+			st.s.Progress(st.finished, int64(st.s.Clients)*int64(st.s.Trials))
+		}
+	}
+	return nil
 }
 
 // latency draws one message delay |Normal(Latency, LatencySD)|.
@@ -78,13 +107,30 @@ func (st *state) latency() int64 {
 	return int64(x)
 }
 
-// failed applies the stop rules and the policy's wait after client i's call
-// failed with the response arriving at t. It returns when the client sends
-// its next call, or ok false if it gives up.
-func (st *state) failed(c *event, t int64, hint time.Duration) (next int64, ok bool) {
-	c.calls++
-	if st.maxAttempts != retry.Unlimited && int(c.calls) >= st.maxAttempts {
-		return 0, false
+// sent records a call of client c at virtual time now with the budget.
+func (st *state) sent(c *event, now int64) {
+	if c.calls == 0 && st.budget.on {
+		st.budget.first(c.c, now)
+	}
+}
+
+// Reasons failed gives for not retrying.
+const (
+	stopRetry  = iota // retry at next
+	stopGaveUp        // MaxAttempts or MaxElapsed
+	stopBudget        // the budget refused the retry
+)
+
+// failed applies the stop rules, the policy's wait and the budget after
+// client c's call failed with the response arriving at t; now is the
+// budget's clock. It returns when the client sends its next call, or why
+// it does not.
+func (st *state) failed(c *event, t, now int64, hint time.Duration) (next int64, stop int) {
+	if c.calls < math.MaxInt32 {
+		c.calls++
+	}
+	if !st.unlimited && c.calls >= st.maxAttempts {
+		return 0, stopGaveUp
 	}
 	p := &st.s.Policy
 	d := p.Delay(int(c.calls)-1, time.Duration(c.prev), st.rng)
@@ -93,9 +139,21 @@ func (st *state) failed(c *event, t int64, hint time.Duration) (next int64, ok b
 		d = hint
 	}
 	if p.MaxElapsed > 0 && d > p.MaxElapsed-time.Duration(t-c.start) {
-		return 0, false
+		return 0, stopGaveUp
 	}
-	return addSat(t, int64(d)), true
+	if st.budget.on && !st.budget.allow(c.c, now) {
+		return 0, stopBudget
+	}
+	return addSat(t, int64(d)), stopRetry
+}
+
+// gaveUp counts a client that stopped for reason stop.
+func (st *state) gaveUp(r *trialResult, stop int) {
+	r.gaveUp++
+	if stop == stopBudget {
+		r.refused++
+	}
+	st.finished++
 }
 
 func (st *state) push(e event) {
@@ -153,85 +211,116 @@ func (st *state) heapify() {
 	}
 }
 
-// count adds one call arriving at t to the load series and returns its slot.
-func (st *state) count(t int64) int64 {
-	slot := t / int64(st.s.Slot)
-	if slot < maxSlots {
-		for int64(len(st.load)) <= slot {
-			st.load = append(st.load, 0)
-		}
-		st.load[slot]++
+// slotCounter counts calls per slot, in slot order, into the load series
+// (cut at maxSlots) and the peak (not cut).
+type slotCounter struct {
+	slot, n, peak int64
+}
+
+// add counts n calls in slot, which is at or after every slot counted
+// before.
+func (sc *slotCounter) add(st *state, slot, n int64) {
+	if slot != sc.slot {
+		sc.flush(st)
+		sc.slot = slot
 	}
-	return slot
+	sc.n = addSat(sc.n, n)
+}
+
+func (sc *slotCounter) flush(st *state) {
+	if sc.n == 0 {
+		return
+	}
+	sc.peak = max(sc.peak, sc.n)
+	if sc.slot < maxSlots {
+		if need := int(sc.slot) + 1; len(st.load) < need {
+			old := len(st.load)
+			st.load = slices.Grow(st.load, need-old)[:need]
+			clear(st.load[old:])
+		}
+		st.load[sc.slot] = int(sc.n)
+	}
+	sc.n = 0
 }
 
 // trial runs trial k.
-func (st *state) trial(ctx context.Context, k uint64, _ bool) (trialResult, error) {
+func (st *state) trial(ctx context.Context, k uint64) (trialResult, error) {
 	s := st.s
+	st.ctx = ctx
+	st.steps = 0
 	st.rng = rand.New(rand.NewPCG(s.Seed, k))
-	st.heap = st.heap[:0]
 	st.done = st.done[:0]
 	st.load = st.load[:0]
-	kind := evRequest
-	if s.Model == Contention {
-		kind = evRead
+	st.budget.reset()
+	if s.Model == Capacity {
+		return st.capacityTrial()
 	}
+	st.heap = st.heap[:0]
 	for i := range s.Clients {
 		var start int64
 		if s.StartWindow > 0 {
 			start = st.rng.Int64N(int64(s.StartWindow))
 		}
-		t := start
-		if kind == evRead {
-			t += st.latency()
-		}
-		st.heap = append(st.heap, event{t: t, start: start, c: int32(i), kind: kind})
-	}
-	if s.Model == Capacity {
-		return st.capacityTrial(ctx)
+		st.heap = append(st.heap, event{t: start + st.latency(), start: start, c: int32(i)})
+		st.ver[i] = -1
 	}
 	st.heapify()
 
 	var (
 		r       trialResult
+		sc      slotCounter
 		version int32
-		total   = int64(s.Clients) * int64(s.Trials)
+		slotW   = int64(s.Slot)
 	)
-	for steps := 0; len(st.heap) > 0; steps++ {
-		if steps&0xfff == 0 {
-			if err := ctx.Err(); err != nil {
-				return r, err
-			}
-			if steps&0xffff == 0 && s.Progress != nil {
-				s.Progress(st.finished, total)
-			}
+	for len(st.heap) > 0 {
+		if err := st.tick(); err != nil {
+			return r, err
 		}
 		e := st.pop()
-		switch e.kind {
-		case evRead:
-			e.ver = version
+		if e.t >= int64(MaxTime) {
+			return r, errHorizon()
+		}
+		switch ver := &st.ver[e.c]; {
+		case *ver < 0: // a read
+			*ver = version
 			e.t = addSat(e.t, st.latency()+st.latency())
-			e.kind = evWrite
 			st.push(e)
-		case evWrite:
+		default: // a write
 			r.requests++
-			st.count(e.t)
+			sc.add(st, e.t/slotW, 1)
+			st.sent(&e, e.t)
 			resp := addSat(e.t, st.latency())
-			if e.ver == version {
+			if *ver == version {
 				version++
 				st.done = append(st.done, resp)
 				st.finished++
 				continue
 			}
-			if next, ok := st.failed(&e, resp, 0); ok {
-				e.t = addSat(next, st.latency())
-				e.kind = evRead
-				st.push(e)
-			} else {
-				r.gaveUp++
-				st.finished++
+			next, stop := st.failed(&e, resp, resp, 0)
+			if stop != stopRetry {
+				st.gaveUp(&r, stop)
+				continue
 			}
+			e.t = addSat(next, st.latency())
+			*ver = -1
+			st.push(e)
 		}
 	}
+	sc.flush(st)
+	r.peak = sc.peak
 	return st.finish(r), nil
+}
+
+// finish fills in the per-trial statistics from st.done.
+func (st *state) finish(r trialResult) trialResult {
+	if st.s.Progress != nil {
+		st.s.Progress(st.finished, int64(st.s.Clients)*int64(st.s.Trials))
+	}
+	r.succeeded = int64(len(st.done))
+	if n := len(st.done); n > 0 {
+		slices.Sort(st.done)
+		rank := func(q float64) int64 { return st.done[max(int(math.Ceil(q*float64(n)))-1, 0)] }
+		r.p50, r.p99, r.max = rank(0.5), rank(0.99), st.done[n-1]
+	}
+	return r
 }

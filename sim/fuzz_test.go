@@ -38,6 +38,16 @@ func FuzzRun(f *testing.F) {
 			Latency: time.Duration(lat), LatencySD: time.Duration(sd), Trials: trials, Seed: seed,
 			Policy: retry.Policy{MaxAttempts: attempts, Initial: time.Millisecond, MaxDelay: time.Second},
 		}
+		// The seed's low bits also pick a fleet, a budget and zero waits.
+		if seed&1 != 0 {
+			sc.Budget = &retry.BudgetConfig{Ratio: float64(seed>>8%5) / 10, MinPerSecond: float64(seed>>12%3) - 1,
+				Window: time.Duration(seed>>16%4) * time.Second}
+			sc.SharedBudget = seed&2 != 0
+		}
+		sc.Processes = int(seed >> 2 % 4)
+		if seed&16 != 0 {
+			sc.Policy.Initial = retry.Immediate
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		res, err := sim.Run(ctx, sc)
@@ -50,10 +60,11 @@ func FuzzRun(f *testing.F) {
 			}
 			return
 		}
-		if got := res.Succeeded + res.GaveUp; math.Abs(got-float64(res.Clients)) > 1e-6 {
+		if got := res.Succeeded + res.GaveUp; math.Abs(got-float64(res.Clients)) > 1e-6 || res.BudgetRefused > res.GaveUp {
 			t.Fatalf("%+v: succeeded %v + gave up %v != clients %d", sc, res.Succeeded, res.GaveUp, res.Clients)
 		}
-		if res.Requests < res.Succeeded || res.CompletionP50 < 0 || res.CompletionMax < res.CompletionP50 {
+		if res.Requests < res.Succeeded || res.CompletionP50 < 0 || res.CompletionMax < res.CompletionP50 ||
+			res.PeakLoad > res.Requests || res.PeakLoad*float64(res.Trials) < 1 {
 			t.Fatalf("%+v: inconsistent result %+v", sc, res)
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/retrykit/retry"
@@ -52,6 +53,7 @@ const (
 	DefaultLatency   = 10 * time.Millisecond  // mean one-way message delay (contention)
 	DefaultLatencySD = 2 * time.Millisecond   // its standard deviation (contention)
 	DefaultTrials    = 1                      // independent runs averaged
+	DefaultMaxMemory = 4 << 30                // bytes a run may need (4 GiB)
 )
 
 // Scenario describes one simulation. The zero value of every field except
@@ -103,9 +105,37 @@ type Scenario struct {
 	// Policy is what every client follows: its Delay method gives each
 	// wait, MaxAttempts and MaxElapsed decide when a client gives up.
 	// AttemptTimeout, Retryable, hooks and loggers do not apply (every
-	// failure here is retryable and instantaneous); Budget and Throttle
-	// are not modelled and are rejected.
+	// failure here is retryable and instantaneous). Policy.Budget and
+	// Policy.Throttle are rejected: a *retry.Budget counts in real time,
+	// so give the simulated budget as Scenario.Budget instead. The
+	// Throttle is not modelled. MaxAttempts above math.MaxInt32 count as
+	// math.MaxInt32.
 	Policy retry.Policy
+
+	// Processes splits the clients into a fleet of processes: client i
+	// belongs to process i mod Processes. It matters only with a Budget.
+	// Zero means 1; it must not exceed Clients.
+	Processes int
+
+	// Budget, if not nil, gives the clients a retry budget that works as
+	// retry.Budget does, in virtual time: a retry is granted while
+	//	Ratio × first attempts + MinPerSecond × Window − retries ≥ 1
+	// over the window, counted in 10 slots of Window/10; a client refused a
+	// retry gives up, as retry.Do does with ReasonBudget. Zero fields mean
+	// retry's defaults (DefaultBudgetRatio, DefaultBudgetMinPerSecond,
+	// DefaultBudgetWindow); invalid ones are rejected as retry.NewBudget
+	// rejects them. Each process has a budget of its own unless
+	// SharedBudget is set. Nil means no budget.
+	Budget *retry.BudgetConfig
+
+	// SharedBudget makes every process draw on one Budget shared by the
+	// whole fleet instead of one Budget per process.
+	SharedBudget bool
+
+	// MaxMemory is the most memory Run may need, in bytes: a Scenario
+	// whose estimate (see Run) is larger is refused before it starts.
+	// Zero means DefaultMaxMemory; negative means no limit.
+	MaxMemory int64
 
 	// Progress, if not nil, is called from Run's goroutine now and then
 	// with the number of client runs finished (succeeded or gave up) out
@@ -150,8 +180,19 @@ type Result struct {
 	// trial 0 only: an exact series whose waves are not smoothed away by
 	// averaging runs with different phases. Load[i] covers
 	// [i*Slot, (i+1)*Slot); it ends at the last slot with a call and is
-	// cut at 2^24 slots (calls later still count everywhere else).
+	// cut at 2^20 slots (calls later still count everywhere else,
+	// PeakLoad included).
 	Load []int
+
+	// Processes is the number of processes the clients were split into,
+	// and Budget "local" (one budget per process), "shared" (one for the
+	// fleet) or "" (none).
+	Processes int
+	Budget    string
+
+	// BudgetRefused is the mean number of clients per trial that gave up
+	// because the budget refused a retry (they also count in GaveUp).
+	BudgetRefused float64
 }
 
 // ErrScenario is wrapped by every error about an invalid Scenario.
@@ -162,7 +203,12 @@ var ErrScenario = errors.New("sim: invalid scenario")
 const MaxDuration = 1000 * time.Hour
 
 // maxSlots bounds Result.Load (and the memory it takes).
-const maxSlots = 1 << 24
+const maxSlots = 1 << 20
+
+// MaxTime is the end of virtual time. A run in which a client still has a
+// request to send at or after MaxTime (about 146 years) stops with an error
+// wrapping ErrScenario: its clients would never all finish.
+const MaxTime = time.Duration(1 << 62)
 
 func (s *Scenario) resolve() error {
 	bad := func(format string, a ...any) error {
@@ -179,8 +225,21 @@ func (s *Scenario) resolve() error {
 		return bad("Capacity %d is negative", s.Capacity)
 	case s.Trials < 0:
 		return bad("Trials %d is negative", s.Trials)
-	case s.Policy.Budget != nil || s.Policy.Throttle != nil:
-		return bad("Policy.Budget and Policy.Throttle are not modelled")
+	case s.Policy.Budget != nil:
+		return bad("Policy.Budget counts real time: give the simulated budget as Scenario.Budget")
+	case s.Policy.Throttle != nil:
+		return bad("Policy.Throttle is not modelled")
+	case s.Processes < 0:
+		return bad("Processes %d is negative", s.Processes)
+	case s.Processes > s.Clients:
+		return bad("Processes %d is over Clients %d", s.Processes, s.Clients)
+	case s.SharedBudget && s.Budget == nil:
+		return bad("SharedBudget needs a Budget")
+	}
+	if s.Budget != nil {
+		if _, err := retry.NewBudget(*s.Budget); err != nil {
+			return bad("Budget.%s", strings.TrimPrefix(err.Error(), "retry: BudgetConfig."))
+		}
 	}
 	for _, d := range []struct {
 		name     string
@@ -199,6 +258,14 @@ func (s *Scenario) resolve() error {
 	if err := s.Policy.Validate(); err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
+	if s.Model == Capacity && s.Policy.Initial == retry.Immediate && s.Policy.MaxAttempts == retry.Unlimited &&
+		s.RetryAfter == 0 && s.Budget == nil {
+		// A refused client would retry at the same instant forever: requests
+		// take no virtual time here, so not even MaxElapsed could end it.
+		return bad("Policy.Initial retry.Immediate (no waits) with Policy.MaxAttempts retry.Unlimited never ends: " +
+			"requests take no time in the capacity model, so a refused client retries forever at one instant " +
+			"(MaxElapsed cannot stop it); limit MaxAttempts, set RetryAfter or a Budget")
+	}
 	if s.Capacity == 0 {
 		s.Capacity = DefaultCapacity
 	}
@@ -214,26 +281,47 @@ func (s *Scenario) resolve() error {
 	if s.Trials == 0 {
 		s.Trials = DefaultTrials
 	}
+	if s.Processes == 0 {
+		s.Processes = 1
+	}
+	if s.MaxMemory == 0 {
+		s.MaxMemory = DefaultMaxMemory
+	}
+	if need := s.memory(); s.MaxMemory > 0 && need > s.MaxMemory {
+		return bad("needs about %s for %d clients, over MaxMemory %s", byteSize(need), s.Clients, byteSize(s.MaxMemory))
+	}
 	return nil
 }
 
 // Run simulates s and returns its Result. It is deterministic: the same
 // Scenario gives the same Result. It returns an error wrapping
-// ErrScenario (or retry.ErrInvalidPolicy) for a bad Scenario, and ctx's
-// error if ctx ends first (checked every few thousand events).
-// Memory is about 50 bytes per client plus 8 bytes per slot of Load.
+// ErrScenario (or retry.ErrInvalidPolicy) for a bad Scenario, one that
+// needs more than MaxMemory (checked before anything is allocated) or one
+// whose clients are still waiting at MaxTime, and ctx's error if ctx ends
+// first (checked every few thousand events).
+//
+// Memory: about 32 bytes per client in the capacity model (36 in the
+// contention model), plus 8 bytes per client that succeeds, plus up to one
+// chunk of 16 to 256 events (32 bytes each) per slot with pending events,
+// plus 16 bytes per slot of Load (at most 2^20 slots), plus a few MiB.
 func Run(ctx context.Context, s Scenario) (Result, error) {
 	if err := s.resolve(); err != nil {
 		return Result{}, err
 	}
 	st := newState(&s)
-	res := Result{Clients: s.Clients, Trials: s.Trials, Slot: s.Slot}
+	res := Result{Clients: s.Clients, Trials: s.Trials, Slot: s.Slot, Processes: s.Processes}
+	switch {
+	case s.Budget != nil && s.SharedBudget:
+		res.Budget = "shared"
+	case s.Budget != nil:
+		res.Budget = "local"
+	}
 	if s.Model == Capacity {
 		res.Capacity = s.Capacity
 	}
 	var p50, p99, pmax float64
 	for k := 0; k < s.Trials; k++ {
-		t, err := st.trial(ctx, uint64(k), k == 0)
+		t, err := st.trial(ctx, uint64(k))
 		if err != nil {
 			return Result{}, err
 		}
@@ -241,6 +329,7 @@ func Run(ctx context.Context, s Scenario) (Result, error) {
 		res.Succeeded += float64(t.succeeded)
 		res.GaveUp += float64(t.gaveUp)
 		res.PeakLoad += float64(t.peak)
+		res.BudgetRefused += float64(t.refused)
 		p50 += float64(t.p50)
 		p99 += float64(t.p99)
 		pmax += float64(t.max)
@@ -253,6 +342,7 @@ func Run(ctx context.Context, s Scenario) (Result, error) {
 	res.Succeeded /= n
 	res.GaveUp /= n
 	res.PeakLoad /= n
+	res.BudgetRefused /= n
 	res.CompletionP50 = time.Duration(p50 / n)
 	res.CompletionP99 = time.Duration(p99 / n)
 	res.CompletionMax = time.Duration(pmax / n)

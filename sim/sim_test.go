@@ -3,6 +3,7 @@ package sim_test
 import (
 	"context"
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -195,5 +196,91 @@ func TestModelString(t *testing.T) {
 	}
 	if _, err := sim.ParseModel("x"); err == nil || !strings.HasPrefix(err.Error(), "sim: ") {
 		t.Errorf("ParseModel(x) error %v", err)
+	}
+}
+
+// Every scenario ends, or is refused up front (the hardening issue's two
+// scenarios that never finished).
+func TestEveryScenarioEnds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Time saturated: 2,600 clients, one request per 1000 h slot, waits of
+	// 1000 h: serving them all would take past the end of virtual time.
+	h := 1000 * time.Hour
+	_, err := sim.Run(ctx, sim.Scenario{Clients: 2600, Capacity: 1, Slot: h,
+		Policy: retry.Policy{Initial: h, MaxDelay: h, MaxAttempts: retry.Unlimited}})
+	if !errors.Is(err, sim.ErrScenario) || !strings.Contains(err.Error(), "MaxTime") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("1000 h slots: error %v, want one line naming MaxTime", err)
+	}
+	// The same with fewer clients fits in virtual time and succeeds.
+	r, err := sim.Run(ctx, sim.Scenario{Clients: 1000, Capacity: 1, Slot: h,
+		Policy: retry.Policy{Initial: h, MaxDelay: h, MaxAttempts: retry.Unlimited}})
+	if err != nil || r.Succeeded != 1000 {
+		t.Errorf("1,000 clients: %v, succeeded %v", err, r.Succeeded)
+	}
+	// Zero waits and unlimited attempts, with and without MaxElapsed:
+	// refused before running.
+	for _, me := range []time.Duration{0, 5 * time.Second} {
+		start := time.Now()
+		_, err := sim.Run(ctx, sim.Scenario{Clients: 10000, Outage: time.Second,
+			Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: retry.Unlimited, MaxElapsed: me}})
+		if !errors.Is(err, sim.ErrScenario) || !strings.Contains(err.Error(), "Initial") ||
+			!strings.Contains(err.Error(), "MaxAttempts") || time.Since(start) > time.Second {
+			t.Errorf("zero waits, MaxElapsed %v: error %v", me, err)
+		}
+	}
+	// Zero waits with a finite limit end at once: each refused client
+	// sends all its attempts at one instant.
+	r, err = sim.Run(ctx, sim.Scenario{Clients: 10000, Outage: time.Second,
+		Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: 1 << 40}})
+	if err != nil || r.GaveUp != 10000 || r.Requests != 10000*math.MaxInt32 || r.PeakLoad != 10000*math.MaxInt32 {
+		t.Errorf("zero waits, 2^40 attempts: %v, gave up %v requests %v peak %v", err, r.GaveUp, r.Requests, r.PeakLoad)
+	}
+	// ... or until the server takes them, when a Retry-After moves them on.
+	r, err = sim.Run(ctx, sim.Scenario{Clients: 300, Capacity: 100, RetryAfter: time.Second,
+		Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: retry.Unlimited}})
+	if err != nil || r.Succeeded != 300 || r.Requests != 300+200+100 {
+		t.Errorf("zero waits with Retry-After: %v, succeeded %v requests %v", err, r.Succeeded, r.Requests)
+	}
+	// Contention: the time saturates too, and ends the same way.
+	_, err = sim.Run(ctx, sim.Scenario{Model: sim.Contention, Clients: 3, Latency: h, LatencySD: h,
+		Policy: retry.Policy{Initial: h, MaxDelay: h, MaxAttempts: retry.Unlimited}})
+	if err != nil && !errors.Is(err, sim.ErrScenario) {
+		t.Errorf("contention with 1000 h delays: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("a scenario did not end within 30 s")
+	}
+}
+
+// PeakLoad counts the requests past the end of the Load series.
+func TestPeakLoadPastCut(t *testing.T) {
+	// Three clients spread over 1 s of 1 ns slots, all during an outage,
+	// each sending its 7 attempts at once (no waits): 7 requests in each
+	// of three slots, almost surely beyond the 2^20 ns of the series.
+	r := run(t, sim.Scenario{Clients: 3, Slot: 1, StartWindow: time.Second, Outage: 2 * time.Second, Seed: 1,
+		Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: 7}})
+	sum := 0
+	for _, n := range r.Load {
+		sum += n
+	}
+	if r.PeakLoad != 7 || r.Requests != 21 || len(r.Load) > 1<<20 || sum == 21 {
+		t.Errorf("peak %v requests %v, load series of %d slots holding %d: want peak 7 past the cut", r.PeakLoad, r.Requests, len(r.Load), sum)
+	}
+}
+
+// The server accepts the earliest Capacity arrivals of a slot, even when
+// they were scheduled in another order (here client order, with random
+// start times).
+func TestCapacityArrivalOrder(t *testing.T) {
+	s := sim.Scenario{Clients: 6, Capacity: 3, Slot: 10 * time.Second, StartWindow: 10 * time.Second, Seed: 5,
+		Policy: retry.Policy{MaxAttempts: 1}}
+	r := run(t, s)
+	s.Capacity = 6
+	all := run(t, s) // every client succeeds at its start time
+	// The last accepted is the third-earliest start, the median of six.
+	if r.Succeeded != 3 || all.Succeeded != 6 || r.CompletionMax != all.CompletionP50 {
+		t.Errorf("accepted %v, last at %v; the third-earliest of %v starts is at %v",
+			r.Succeeded, r.CompletionMax, all.Succeeded, all.CompletionP50)
 	}
 }

@@ -23,21 +23,35 @@ import (
 	"go.uber.org/goleak"
 )
 
-// retryBin is the binary under test, built once by TestMain.
-var retryBin string
+// retryBin is the binary under test, built on first use by bin (fuzz
+// workers and runs of other tests never build it).
+var (
+	retryBin   string
+	buildOnce  sync.Once
+	buildErr   error
+	binTempDir string
+)
+
+// bin returns the path of the retry binary, building it once.
+func bin(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binTempDir, buildErr = os.MkdirTemp("", "retry-cli-test")
+		if buildErr != nil {
+			return
+		}
+		retryBin = filepath.Join(binTempDir, "retry")
+		if out, err := exec.Command("go", "build", "-o", retryBin, ".").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return retryBin
+}
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "retry-cli-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	retryBin = filepath.Join(dir, "retry")
-	if out, err := exec.Command("go", "build", "-o", retryBin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
 	code := m.Run()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -45,7 +59,9 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
-	os.RemoveAll(dir)
+	if binTempDir != "" {
+		os.RemoveAll(binTempDir)
+	}
 	os.Exit(code)
 }
 
@@ -60,7 +76,7 @@ func runRetry(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, retryBin, args...)
+	cmd := exec.CommandContext(ctx, bin(t), args...)
 	cmd.Dir = t.TempDir()
 	cmd.Stdin = strings.NewReader(stdin)
 	var o, e bytes.Buffer
@@ -155,7 +171,7 @@ func TestCommandNotFound(t *testing.T) {
 // line containing s on stderr.
 func startRetry(t *testing.T, a ...string) (*exec.Cmd, func(s string), func() result) {
 	t.Helper()
-	cmd := exec.Command(retryBin, a...)
+	cmd := exec.Command(bin(t), a...)
 	var o bytes.Buffer
 	cmd.Stdout = &o
 	pr, pw := io.Pipe()
@@ -271,7 +287,7 @@ func TestCountdownOnTerminal(t *testing.T) {
 		t.Skipf("no pty: %v", err)
 	}
 	defer ptmx.Close()
-	cmd := exec.Command(retryBin, "--initial", "450ms", "--jitter", "none", "--attempts", "2", "--", "sh", "-c", "exit 5")
+	cmd := exec.Command(bin(t), "--initial", "450ms", "--jitter", "none", "--attempts", "2", "--", "sh", "-c", "exit 5")
 	cmd.Stderr = tty
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -538,7 +554,25 @@ func TestScheduleUnlimited(t *testing.T) {
 
 func TestCommandAttemptTimeout(t *testing.T) {
 	r := runRetry(t, "", args(fast, []string{"--attempt-timeout", "100ms", "--attempts", "2", "--", "sleep", "30"})...)
-	if r.code != 143 || strings.Count(r.stderr, "timed out after 100ms") != 1 || r.took > 5*time.Second {
+	if r.code != 143 || strings.Count(r.stderr, "timed out after 100ms") != 2 || r.took > 5*time.Second {
 		t.Errorf("exit %d after %v, stderr %q: want two attempts stopped by SIGTERM", r.code, r.took, r.stderr)
+	}
+}
+
+// "giving up after N attempts in X": X counts every attempt, the first
+// included, and the last failure is named.
+func TestCommandGivingUpElapsed(t *testing.T) {
+	r := runRetry(t, "", args(fast, []string{"--attempts", "2", "--", "sh", "-c", "sleep 0.3; exit 3"})...)
+	m := regexp.MustCompile(`giving up after 2 attempts in (\S+) \(attempts used up\); last attempt: exit 3\n`).FindStringSubmatch(r.stderr)
+	if r.code != 3 || m == nil {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	if d, err := time.ParseDuration(m[1]); err != nil || d < 600*time.Millisecond {
+		t.Errorf("elapsed %s: want at least the two attempts' 600ms", m[1])
+	}
+	r = runRetry(t, "", args(fast, []string{"--attempts", "1", "--attempt-timeout", "100ms", "--", "sleep", "30"})...)
+	if r.code != 143 || !strings.Contains(r.stderr, "giving up after 1 attempt in ") ||
+		!strings.Contains(r.stderr, "last attempt: timed out after 100ms, exit 143") {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -75,6 +76,8 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 	defer rep.endWait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	jc := newJobControl()
+	defer jc.close()
 	st := &signalState{}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -91,7 +94,7 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 				}
 				if st.running != nil {
 					st.duringRun = true
-					st.running.Process.Signal(s)
+					jc.signal(st.running.Process.Pid, s.(syscall.Signal))
 				}
 				st.mu.Unlock()
 				cancel()
@@ -113,6 +116,9 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 	rep.infof("%s", describe(p))
 	last := 0
 	attempt := 0
+	var interrupted os.Signal // the signal that killed the last attempt, if it was SIGINT or SIGQUIT
+	lastTimedOut := false
+	start := time.Now()
 	err := retry.Do(ctx, p, func(ctx context.Context) error {
 		rep.endWait()
 		if err := ctx.Err(); err != nil {
@@ -124,6 +130,7 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 			c.Stdin = stdin
 		} // later attempts: nil Stdin is /dev/null
 		c.Stdout, c.Stderr = stdout, stderr
+		jc.prepare(c)
 		rep.infof("attempt %d: running %s", attempt, strings.Join(args, " "))
 		st.mu.Lock()
 		if st.sig != nil {
@@ -142,31 +149,39 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 			}
 			return retry.Permanent(&exitError{code: last, msg: err.Error()})
 		}
-		// --attempt-timeout: stop the command when its attempt's deadline
-		// passes (SIGTERM, then SIGKILL after a grace period).
+		// --attempt-timeout: stop the command's whole process group when
+		// its attempt's deadline passes (SIGTERM, then SIGKILL after a grace
+		// period), and wait until the group is gone before going on.
 		var timedOut atomic.Bool
+		var killAt time.Time // set before timedOut
 		waited := make(chan struct{})
+		pid := c.Process.Pid
 		go func() {
 			select {
 			case <-ctx.Done():
 				if ctx.Err() != context.DeadlineExceeded {
 					return // a signal: already forwarded
 				}
+				killAt = time.Now().Add(killGrace)
 				timedOut.Store(true)
-				c.Process.Signal(syscall.SIGTERM)
+				jc.signal(pid, syscall.SIGTERM)
 				select {
 				case <-time.After(killGrace):
-					c.Process.Kill()
+					jc.signal(pid, syscall.SIGKILL)
 				case <-waited:
 				}
 			case <-waited:
 			}
 		}()
-		err = c.Wait()
-		close(waited)
+		err = jc.wait(c)
 		st.mu.Lock()
 		st.running = nil
 		st.mu.Unlock()
+		if timedOut.Load() {
+			jc.awaitGroup(pid, killAt)
+		}
+		close(waited)
+		lastTimedOut = false
 		if err == nil {
 			last = 0
 			return nil
@@ -179,10 +194,17 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 		ws, _ := xe.Sys().(syscall.WaitStatus)
 		if ws.Signaled() {
 			last = 128 + int(ws.Signal())
+			if s := ws.Signal(); s == syscall.SIGINT || s == syscall.SIGQUIT {
+				// What Ctrl-C and Ctrl-\ do to a command that has the
+				// terminal: the user stopped it; never retried.
+				interrupted = ws.Signal()
+				return retry.Permanent(&cmdStatus{code: last})
+			}
 		} else {
 			last = xe.ExitCode()
 		}
 		if timedOut.Load() {
+			lastTimedOut = true
 			return &cmdStatus{code: last, timeout: p.AttemptTimeout}
 		}
 		return &cmdStatus{code: last}
@@ -210,11 +232,21 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 		return &exitError{code: code}
 	}
 	var re *retry.Error
-	if errors.As(err, &re) && sig == nil {
+	if interrupted != nil && sig == nil {
+		name := "SIGINT"
+		if interrupted == syscall.SIGQUIT {
+			name = "SIGQUIT"
+		}
+		rep.noticef("attempt %d was interrupted by %s; not retrying", attempt, name)
+	} else if errors.As(err, &re) && sig == nil {
 		if re.Reason == retry.ReasonPermanent {
 			rep.noticef("attempt %d failed (exit %d), not a retryable exit code; giving up", re.Attempts, last)
 		} else {
-			rep.noticef("giving up after %d attempts in %s (%s); last exit %d", re.Attempts, fmtWait(re.Elapsed), re.Reason, last)
+			how := fmt.Sprintf("exit %d", last)
+			if lastTimedOut {
+				how = fmt.Sprintf("timed out after %s, exit %d", p.AttemptTimeout, last)
+			}
+			rep.noticef("giving up after %s in %s (%s); last attempt: %s", plural(re.Attempts, "attempt"), fmtWait(time.Since(start)), re.Reason, how)
 		}
 	}
 	if last == 0 { // the command succeeded at last despite a signal

@@ -59,7 +59,7 @@ with the default policy (or the policy flags given). It takes a few seconds.`,
 		defer srv.Shutdown(context.Background())
 		url := "http://" + ln.Addr().String() + "/hello"
 		fmt.Fprintf(stderr, "demo: a local server at %s fails twice (503, then 429 with Retry-After: 1), then answers.\n", url)
-		fmt.Fprintf(stderr, "demo: running: retry http %s\n", url)
+		fmt.Fprintf(stderr, "demo: running: retry http%s %s\n", pf.commandLine(), url)
 		o := &httpOptions{}
 		req, err := o.request(url)
 		if err != nil {

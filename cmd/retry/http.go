@@ -11,13 +11,17 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retryhttp"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 )
 
 // httpOptions holds the flags of `retry http`.
@@ -39,9 +43,26 @@ non-idempotent requests are sent once unless they carry an idempotency key
 (--idempotency-key KEY, or auto for a random UUIDv4 kept for every attempt), or
 the connection could not be made, or the server answered 429.
 
+--attempt-timeout bounds each attempt from the moment it is sent: an attempt whose
+response headers have not arrived by then is cancelled and retried, and the body of
+the response that is printed must have arrived completely within the same limit,
+counted from the start of its attempt, or retry http stops reading and exits 7
+(what arrived stays written; it is not retried, as part of it may be printed).
+
+-o FILE is opened before the first request: a file that cannot be written is bad
+input, and nothing is sent. It is truncated and written when a response arrives
+(also for a final 4xx/5xx, whose body is written too), and removed again if retry
+created it and no response arrived.
+
+Everything printed from the network on stderr (status line, headers with -v, error
+messages) has its control characters escaped (\x1b, \r, \u202e). The body goes to
+stdout unchanged, except on a terminal, where control characters other than
+newline and tab are shown escaped the same way: redirect stdout or use -o FILE for
+the exact bytes.
+
 Exit statuses: 0 for a final 1xx/2xx/3xx response, 22 for a final status of 400 or
-more, 7 when no response arrived (connection refused, timeout, ...), 2 for bad
-input, 130/143 when interrupted.`,
+more, 7 when no response arrived (connection refused, timeout, ...) or its body
+ended early, 125 for bad input (nothing sent), 130/143 when interrupted.`,
 		Example: `  retry http http://127.0.0.1:8080/health
   retry http -X POST -H 'Content-Type: application/json' -d '{"n":1}' --idempotency-key auto https://api.example.test/orders
   retry http --attempts 5 --max-elapsed 30s -o out.bin https://example.test/file`,
@@ -119,7 +140,13 @@ func (o *httpOptions) request(rawURL string) (*http.Request, error) {
 		if !ok || name == "" || strings.ContainsAny(name, " \t") {
 			return nil, usagef("-H %q: want 'Name: value'", h)
 		}
+		if !validHeaderName(name) {
+			return nil, usagef("-H %q: %q is not a valid header name", h, name)
+		}
 		value = strings.TrimSpace(value)
+		if !validHeaderValue(value) {
+			return nil, usagef("-H %q: the value holds a control character", h)
+		}
 		if strings.EqualFold(name, "Host") {
 			req.Host = value
 			continue
@@ -164,9 +191,79 @@ func failure(err error) string {
 	return msg
 }
 
+// output is the -o FILE of retry http, opened before the first request so
+// that a file that cannot be written is bad input, and nothing is sent.
+type output struct {
+	name    string
+	f       *os.File
+	created bool // the file did not exist: remove it if no response arrives
+}
+
+// openOutput opens name for writing without truncating it yet.
+func openOutput(name string) (*output, error) {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+	if err == nil {
+		return &output{name: name, f: f, created: true}, nil
+	}
+	if errors.Is(err, os.ErrExist) {
+		if f, err = os.OpenFile(name, os.O_WRONLY, 0); err == nil {
+			return &output{name: name, f: f}, nil
+		}
+	}
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return nil, usagef("-o %q: %v", name, err)
+}
+
+// abandon closes the file, and removes it if retry created it.
+func (o *output) abandon() {
+	o.f.Close()
+	if o.created {
+		os.Remove(o.name)
+	}
+}
+
+// attemptClock is the Base of the CLI's retryhttp.Transport: it records
+// when the latest attempt started, so that --attempt-timeout can bound the
+// final response's body too.
+type attemptClock struct {
+	base http.RoundTripper
+	mu   sync.Mutex
+	last time.Time
+}
+
+func (a *attemptClock) RoundTrip(r *http.Request) (*http.Response, error) {
+	a.mu.Lock()
+	a.last = time.Now()
+	a.mu.Unlock()
+	return a.base.RoundTrip(r)
+}
+
+func (a *attemptClock) started() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.last
+}
+
 // doHTTP sends req through a retryhttp.Transport and writes the body to
 // out (a file name) or stdout.
+//
+// --attempt-timeout (p.AttemptTimeout) bounds each attempt from the moment
+// it is sent: an attempt without response headers by then is cancelled and
+// retried (by the transport), and the body of the response that is printed
+// must have arrived completely by the same limit, counted from the start of
+// its attempt; otherwise retry http stops reading and exits 7 (what arrived
+// stays written: it is not retried, as part of it may be printed already).
 func doHTTP(ctx context.Context, p retry.Policy, pf *policyFlags, req *http.Request, out string, stdout, stderr io.Writer) error {
+	var file *output
+	if out != "" {
+		var err error
+		if file, err = openOutput(out); err != nil {
+			return err
+		}
+	}
 	rep := newReporter(stderr, pf)
 	defer rep.endWait()
 	ctx, cancel := context.WithCancel(ctx)
@@ -174,17 +271,29 @@ func doHTTP(ctx context.Context, p retry.Policy, pf *policyFlags, req *http.Requ
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	gotSig := make(chan os.Signal, 1)
+	var gotSig atomic.Value // os.Signal
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
 		select {
 		case s := <-sigs:
-			gotSig <- s
+			gotSig.Store(s)
 			cancel()
 		case <-done:
 		}
 	}()
+	interrupted := func() error {
+		s, _ := gotSig.Load().(os.Signal)
+		if s == nil {
+			return nil
+		}
+		code := exitSIGINT
+		if s == syscall.SIGTERM {
+			code = exitSIGTERM
+		}
+		rep.noticef("interrupted; not retrying")
+		return &exitError{code: code}
+	}
 
 	p.Observer = retry.ObserverFunc(func(_ context.Context, ev retry.Event) {
 		if ev.Kind == retry.EventRetry {
@@ -193,56 +302,136 @@ func doHTTP(ctx context.Context, p retry.Policy, pf *policyFlags, req *http.Requ
 	})
 	rep.infof("%s", describe(p))
 	rep.infof("%s %s", req.Method, req.URL.Redacted())
-	client := &http.Client{Transport: &retryhttp.Transport{Policy: p}}
+	if !idempotentMethod(req.Method) && req.Header.Get("Idempotency-Key") == "" && req.Header.Get("X-Idempotency-Key") == "" {
+		rep.infof("%s without an idempotency key: sent once, retried only if the connection cannot be made or the server answers 429 (--idempotency-key KEY or auto allows retries)", req.Method)
+	}
+	clock := &attemptClock{base: http.DefaultTransport}
+	client := &http.Client{Transport: &retryhttp.Transport{Base: clock, Policy: p}}
 	start := time.Now()
 	resp, err := client.Do(req.WithContext(ctx))
 	rep.endWait()
 	if err != nil {
-		var sig os.Signal
-		if ctx.Err() != nil {
-			sig = <-gotSig
+		if file != nil {
+			file.abandon()
 		}
-		if sig != nil {
-			code := exitSIGINT
-			if sig == syscall.SIGTERM {
-				code = exitSIGTERM
-			}
-			rep.noticef("interrupted; not retrying")
-			return &exitError{code: code}
+		if e := interrupted(); e != nil {
+			return e
 		}
 		why := failure(err)
 		var re *retry.Error
 		if errors.As(err, &re) && re.Err != nil {
-			why = fmt.Sprintf("no response after %d attempt(s) in %s: %s", re.Attempts, fmtWait(re.Elapsed), failure(re.Err))
+			why = fmt.Sprintf("no response after %s in %s: %s", plural(re.Attempts, "attempt"), fmtWait(time.Since(start)), failure(re.Err))
 		}
 		return &exitError{code: exitTransport, msg: fmt.Sprintf("%s %s: %s", req.Method, req.URL.Redacted(), why)}
 	}
 	defer resp.Body.Close()
 	attempts := retryhttp.Attempts(resp)
-	w := stdout
-	if out != "" {
-		f, err := os.Create(out)
-		if err != nil {
-			return &exitError{code: 1, msg: fmt.Sprintf("-o %q: %v", out, errors.Unwrap(err))}
+	if pf.verbose {
+		names := make([]string, 0, len(resp.Header))
+		for k := range resp.Header {
+			names = append(names, k)
 		}
-		defer f.Close()
-		w = f
+		slices.Sort(names)
+		rep.infof("< %s %s", resp.Proto, resp.Status)
+		for _, k := range names {
+			for _, v := range resp.Header[k] {
+				rep.infof("< %s: %s", k, v)
+			}
+		}
 	}
-	if _, err := io.Copy(w, resp.Body); err != nil {
-		return &exitError{code: 1, msg: fmt.Sprintf("reading the response body: %v", err)}
+
+	// The body: to the file, or to stdout (escaped on a terminal).
+	var w io.Writer = stdout
+	var esc *escapingWriter
+	switch {
+	case file != nil:
+		if err := file.f.Truncate(0); err != nil {
+			file.f.Close()
+			return &exitError{code: 1, msg: fmt.Sprintf("-o %q: %v", out, err)}
+		}
+		w = file.f
+	case isTerminal(stdout):
+		esc = &escapingWriter{w: stdout}
+		w = esc
 	}
-	if out != "" {
-		if err := w.(*os.File).Close(); err != nil {
+	var bodyTimedOut atomic.Bool
+	if p.AttemptTimeout > 0 {
+		left := time.Until(clock.started().Add(p.AttemptTimeout))
+		t := time.AfterFunc(left, func() {
+			bodyTimedOut.Store(true)
+			cancel()
+		})
+		defer t.Stop()
+	}
+	n, copyErr := io.Copy(w, resp.Body)
+	if esc != nil && copyErr == nil {
+		copyErr = esc.Close()
+	}
+	if file != nil {
+		if err := file.f.Close(); err != nil && copyErr == nil {
 			return &exitError{code: 1, msg: fmt.Sprintf("-o %q: %v", out, err)}
 		}
 	}
-	plural := "s"
-	if attempts == 1 {
-		plural = ""
+	if copyErr != nil {
+		if e := interrupted(); e != nil {
+			return e
+		}
+		why := copyErr.Error()
+		if bodyTimedOut.Load() {
+			why = fmt.Sprintf("--attempt-timeout %s passed", p.AttemptTimeout)
+		}
+		return &exitError{code: exitTransport, msg: fmt.Sprintf("%s %s: %s %s: reading the body: %s (%d bytes written)",
+			req.Method, req.URL.Redacted(), resp.Proto, resp.Status, why, n)}
 	}
-	rep.noticef("%s %s (%d attempt%s in %s)", resp.Proto, resp.Status, attempts, plural, fmtWait(time.Since(start)))
+	rep.noticef("%s %s (%s in %s)", resp.Proto, resp.Status, plural(attempts, "attempt"), fmtWait(time.Since(start)))
+	if attempts == 1 && retryhttp.DefaultRetryStatus(resp.StatusCode) && !idempotentMethod(req.Method) &&
+		req.Header.Get("Idempotency-Key") == "" && req.Header.Get("X-Idempotency-Key") == "" {
+		rep.infof("not retried: %s without an idempotency key may have been processed (--idempotency-key KEY or auto allows retries)", req.Method)
+	}
 	if resp.StatusCode >= 400 {
 		return &exitError{code: exitHTTPStatus}
 	}
 	return nil
+}
+
+// idempotentMethod reports whether the transport retries method without an
+// idempotency key (RFC 9110 9.2.2, as retryhttp does).
+func idempotentMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// validHeaderName reports whether s is an HTTP field name (an RFC 9110 token).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// validHeaderValue reports whether s may be sent as a field value: no
+// control characters other than tab.
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }

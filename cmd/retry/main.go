@@ -4,9 +4,12 @@
 // clients retrying at once.
 //
 // Exit statuses: 0 success; the command's own last status in command mode
-// (126 not executable, 127 not found, 128+N killed by signal N); 2 bad
-// input; 22 final HTTP error status (retry http); 7 HTTP transport failure;
-// 130 (SIGINT) and 143 (SIGTERM) when a signal ends a wait; 1 other errors.
+// (126 not executable, 127 not found, 128+N killed by signal N); 125 bad
+// input (retry's own usage errors, distinct from any status a wrapped
+// command returns by convention, as timeout(1) and env(1) do); 22 final
+// HTTP error status (retry http); 7 HTTP transport failure or incomplete
+// response body; 130 (SIGINT) and 143 (SIGTERM) when a signal ends a wait;
+// 1 other errors.
 package main
 
 import (
@@ -32,15 +35,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	code := 1
-	var ec interface{ ExitCode() int }
-	if errors.As(err, &ec) {
-		code = ec.ExitCode()
-	}
+	code := exitStatus(err)
 	var ee *exitError
 	if errors.As(err, &ee) && ee.msg == "" {
 		return code // already reported (or the command's own status)
 	}
-	fmt.Fprintln(stderr, "retry: "+err.Error())
+	fmt.Fprintln(stderr, "retry: "+escapeLine(err.Error()))
 	return code
+}
+
+// exitStatus is the exit status for an error a subcommand returned: its
+// ExitCode, exitUsage for any usage error (simulate's included), 1 if it
+// names none.
+func exitStatus(err error) int {
+	var ue usageError
+	if errors.As(err, &ue) {
+		return exitUsage
+	}
+	var ec interface{ ExitCode() int }
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	return 1
 }

@@ -3,12 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/retrykit/retry"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // policyFlags holds the policy and logging flags that every subcommand
@@ -26,10 +28,12 @@ type policyFlags struct {
 	logFormat      string
 }
 
-// addPolicyFlags registers the shared policy flags on cmd.
-func addPolicyFlags(cmd *cobra.Command) *policyFlags {
+// addPolicyFlags registers the shared policy flags on cmd, except those
+// named in omit (flags that would do nothing there, such as
+// "attempt-timeout" or "verbose" for schedule).
+func addPolicyFlags(cmd *cobra.Command, omit ...string) *policyFlags {
 	f := &policyFlags{cmd: cmd}
-	fs := cmd.Flags()
+	fs := pflag.NewFlagSet(cmd.Name(), pflag.ContinueOnError)
 	fs.IntVar(&f.attempts, "attempts", 0, "total attempts, the first included; -1 for unlimited (default 10)")
 	fs.DurationVar(&f.initial, "initial", 0, "wait before the first retry; 0 for no waits at all (default 1s)")
 	fs.Float64Var(&f.multiplier, "multiplier", 0, "growth factor of the wait per retry, at least 1 (default 2)")
@@ -41,14 +45,35 @@ func addPolicyFlags(cmd *cobra.Command) *policyFlags {
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "print nothing about retries, only fatal errors")
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "also print each attempt and the policy")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text (a live countdown on a terminal) or json (one slog JSON object a line)")
+	fs.VisitAll(func(fl *pflag.Flag) {
+		if !slices.Contains(omit, fl.Name) {
+			cmd.Flags().AddFlag(fl)
+		}
+	})
 	cmd.RegisterFlagCompletionFunc("jitter", cobra.FixedCompletions(
 		[]string{"none", "full", "equal", "decorrelated", "additive", "additive:1s", "proportional:0.2"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("preset", cobra.FixedCompletions([]string{"default", "aws", "grpc"}, cobra.ShellCompDirectiveNoFileComp))
+	if cmd.Flags().Lookup("log-format") == nil {
+		return f
+	}
 	cmd.RegisterFlagCompletionFunc("log-format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	return f
 }
 
 func (f *policyFlags) changed(name string) bool { return f.cmd.Flags().Changed(name) }
+
+// commandLine renders the policy flags given explicitly, for showing a
+// command line that reproduces the run.
+func (f *policyFlags) commandLine() string {
+	var b strings.Builder
+	f.cmd.Flags().Visit(func(fl *pflag.Flag) {
+		b.WriteString(" --" + fl.Name)
+		if fl.Value.Type() != "bool" {
+			b.WriteString(" " + fl.Value.String())
+		}
+	})
+	return b.String()
+}
 
 // policy builds the retry.Policy the flags describe, or a usage error (exit
 // 2) naming the flag and its value.
@@ -65,7 +90,7 @@ func (f *policyFlags) policy() (retry.Policy, error) {
 		return p, usagef("--preset %q: want default, aws or grpc", f.preset)
 	}
 	switch f.logFormat {
-	case "text", "json":
+	case "text", "json", "": // "": a subcommand without --log-format
 	default:
 		return p, usagef("--log-format %q: want text or json", f.logFormat)
 	}

@@ -52,6 +52,14 @@ func attemptLabel(n, max int) string {
 	return "attempt " + strconv.Itoa(n) + "/" + strconv.Itoa(max)
 }
 
+// plural is "1 attempt", "2 attempts".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
 // fmtWait rounds a wait for display: 3.4s, 250ms, 0s.
 func fmtWait(d time.Duration) string {
 	switch {
@@ -70,6 +78,7 @@ func (r *reporter) retrying(ev retry.Event, what string) {
 	if r.quiet {
 		return
 	}
+	what = escapeLine(what)
 	label := attemptLabel(ev.Attempt, ev.MaxAttempts)
 	if r.log != nil {
 		r.log.Info("retrying", "attempt", ev.Attempt, "max_attempts", ev.MaxAttempts,
@@ -119,13 +128,15 @@ func (r *reporter) endWait() {
 	}
 }
 
-// infof prints a line only with --verbose.
+// infof prints a line only with --verbose. Like every line the reporter
+// prints, its control characters are escaped (escapeLine): messages quote
+// what servers sent.
 func (r *reporter) infof(format string, a ...any) {
 	if !r.verbose {
 		return
 	}
 	r.endWait()
-	msg := fmt.Sprintf(format, a...)
+	msg := escapeLine(fmt.Sprintf(format, a...))
 	if r.log != nil {
 		r.log.Debug(msg)
 		return
@@ -139,7 +150,7 @@ func (r *reporter) noticef(format string, a ...any) {
 	if r.quiet {
 		return
 	}
-	msg := fmt.Sprintf(format, a...)
+	msg := escapeLine(fmt.Sprintf(format, a...))
 	if r.log != nil {
 		r.log.Info(msg)
 		return

@@ -3,15 +3,16 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
 
 // Exit statuses of the retry binary (see the package comment).
 const (
-	exitUsage      = 2   // bad command line
+	exitUsage      = 125 // bad input: retry's own usage errors (as timeout(1) and env(1))
 	exitHTTPStatus = 22  // retry http: the final response had status >= 400
-	exitTransport  = 7   // retry http: no response (connection, timeout, ...)
+	exitTransport  = 7   // retry http: no response, or its body ended early (connection, timeout, ...)
 	exitSIGINT     = 130 // a SIGINT ended a wait
 	exitSIGTERM    = 143 // a SIGTERM ended a wait
 	exitNotExec    = 126 // the command exists but cannot be executed
@@ -28,7 +29,7 @@ type exitError struct {
 func (e *exitError) Error() string { return e.msg }
 func (e *exitError) ExitCode() int { return e.code }
 
-// usagef returns a bad-input error: one line, exit status 2.
+// usagef returns a bad-input error: one line, exit status exitUsage.
 func usagef(format string, a ...any) error {
 	return &exitError{code: exitUsage, msg: fmt.Sprintf(format, a...)}
 }
@@ -39,20 +40,31 @@ func newRootCmd() *cobra.Command {
 		Short: "Retry a command or an HTTP request with exponential backoff and jitter",
 		Long: `retry runs COMMAND and, while it exits non-zero (or with one of --on-exit CODES),
 waits and runs it again as the policy flags say. It exits with the command's last
-exit status. SIGINT and SIGTERM are forwarded to the running command and stop the
-retries; a signal during a wait ends it with status 130 (SIGINT) or 143 (SIGTERM).
+exit status.
+
+Each attempt runs in a process group of its own. When retry is in the foreground
+of a terminal, that group gets the terminal for the attempt (as a shell's job
+does): the command reads the terminal, and Ctrl-C, Ctrl-\ and Ctrl-Z reach it
+directly; retry takes the terminal back between attempts. An attempt ended by
+SIGINT or SIGQUIT (Ctrl-C, Ctrl-\) is not retried. SIGINT and SIGTERM sent to retry
+itself are forwarded to the command's whole group and stop the retries; a signal
+during a wait ends it with status 130 (SIGINT) or 143 (SIGTERM).
 
 Standard input goes to the first attempt only: later attempts read /dev/null.
 Standard output and standard error of the command pass through unchanged.
-With --attempt-timeout, a command still running at the limit gets SIGTERM (SIGKILL
-2s later) and the attempt counts as failed and retryable.
+With --attempt-timeout, a command still running at the limit gets SIGTERM, sent to
+its whole process group (background jobs included), and SIGKILL 2s later if any of
+the group is left; the next attempt starts once the group is gone. The attempt
+counts as failed and retryable.
 
 The defaults are the library's: waits of 1s, 2s, 4s, ... capped at 32s, each plus
 a random 0..1s, at most 10 attempts. Durations use Go syntax: 250ms, 1m30s.
 
-Exit statuses: 0 success; the command's own status; 2 bad input; 126/127 command
-not executable/not found; 130/143 interrupted during a wait; for retry http:
-22 final HTTP status >= 400, 7 no response.`,
+Exit statuses: 0 success; the command's own status; 125 bad input (retry's own
+usage errors: one line on stderr naming the flag or argument; no command run, no
+request sent); 126/127 command not executable/not found; 130/143 interrupted
+during a wait; for retry http: 22 final HTTP status >= 400, 7 no response or an
+incomplete response body.`,
 		Example: `  retry -- curl -fsS http://127.0.0.1:8080/health
   retry --attempts 5 --initial 250ms --jitter full -- make test
   retry --on-exit 75,111 --max-elapsed 2m -- ./deploy.sh
@@ -96,5 +108,47 @@ not executable/not found; 130/143 interrupted during a wait; for retry http:
 		return usagef("%v", err)
 	})
 	root.AddCommand(newHTTPCmd(), newScheduleCmd(), newDemoCmd(), newVersionCmd(), newSimulateCmd())
+	root.Version = versionString()
+	root.SetVersionTemplate("retry {{.Version}}\n")
+	root.SetHelpCommand(newHelpCmd(root))
+	root.InitDefaultCompletionCmd()
+	strictCompletion(root)
 	return root
+}
+
+// newHelpCmd is `retry help [COMMAND]`: an unknown COMMAND is a usage error,
+// not a help page with status 0.
+func newHelpCmd(root *cobra.Command) *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		RunE: func(_ *cobra.Command, args []string) error {
+			c, rest, err := root.Find(args)
+			if err != nil || c == nil || len(rest) > 0 {
+				return usagef("help: unknown command %q (see retry --help)", strings.Join(args, " "))
+			}
+			return c.Help()
+		},
+	}
+}
+
+// strictCompletion makes `retry completion` with no shell or an unknown one
+// a usage error (cobra prints its help page and exits 0).
+func strictCompletion(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		var shells []string
+		for _, sub := range c.Commands() {
+			shells = append(shells, sub.Name())
+		}
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("completion: want a shell: %s", strings.Join(shells, ", "))
+			}
+			return usagef("completion: unknown shell %q: want %s", args[0], strings.Join(shells, ", "))
+		}
+	}
 }

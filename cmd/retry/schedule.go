@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"text/tabwriter"
@@ -42,13 +43,15 @@ chains each column's waits); --seed makes the samples reproducible.
 With --max-elapsed the rows stop once even the shortest waits would pass it; a
 policy with unlimited attempts shows at most its first 50 retries.
 --format json prints an array of objects with keys retry (1-based), min_ms, max_ms,
-sample_ms (the first sample), samples_ms (all, when N > 1) and cumulative_max_ms.`,
+sample_ms (the first sample), samples_ms (all, when N > 1) and cumulative_max_ms.
+The cumulative max saturates at the largest duration Go can hold (about 292 years),
+shown as >2562047h47m16.854s.`,
 		Example: `  retry schedule
   retry schedule --jitter none --initial 1s --multiplier 2 --max-delay 4s --attempts 5
   retry schedule --preset aws --samples 3 --seed 1 --format json`,
 		Args: noArgs,
 	}
-	pf := addPolicyFlags(cmd)
+	pf := addPolicyFlags(cmd, "attempt-timeout", "quiet", "verbose", "log-format") // schedule runs nothing and logs nothing
 	cmd.Flags().IntVar(&samples, "samples", 1, "number of sampled waits per retry (sample columns)")
 	cmd.Flags().Uint64Var(&seed, "seed", 0, "seed for the sampled waits (default: random)")
 	cmd.Flags().StringVar(&format, "format", "table", "table or json")
@@ -111,8 +114,8 @@ func schedule(p retry.Policy, samples int, rng *rand.Rand) (rows []scheduleRow, 
 		if p.MaxElapsed > 0 && lo > p.MaxElapsed-cumMin {
 			break
 		}
-		cumMin += lo
-		cumMax += hi
+		cumMin = satAdd(cumMin, lo)
+		cumMax = satAdd(cumMax, hi)
 		row := scheduleRow{Retry: i + 1, MinMS: msOf(lo), MaxMS: msOf(hi), CumulativeMaxMS: msOf(cumMax)}
 		for s := range samples {
 			d := p.Delay(i, prev[s], rng)
@@ -129,8 +132,23 @@ func schedule(p retry.Policy, samples int, rng *rand.Rand) (rows []scheduleRow, 
 	return rows, truncated
 }
 
+// satAdd is a+b for non-negative durations, saturating at the largest
+// Duration instead of wrapping negative.
+func satAdd(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// fmtMS formats milliseconds as a duration; a value at or past the largest
+// Duration (where cumulative sums saturate) is shown as ">" that maximum.
 func fmtMS(ms float64) string {
-	d := time.Duration(ms * float64(time.Millisecond))
+	ns := ms * float64(time.Millisecond)
+	if ns >= math.MaxInt64 {
+		return ">" + time.Duration(math.MaxInt64).Truncate(time.Millisecond).String()
+	}
+	d := time.Duration(ns)
 	if d >= time.Second {
 		return d.Round(time.Millisecond).String()
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -25,6 +26,10 @@ type simOptions struct {
 	latency, latencySD               time.Duration
 	model, format, compare, out, csv string
 	seed                             uint64
+	processes                        int
+	budget, maxMemory                string
+	budgetRatio, budgetFloor         float64
+	budgetWindow                     time.Duration
 	policy                           *policyFlags // shared policy flags (policyflags.go)
 }
 
@@ -34,14 +39,15 @@ type strategyResult struct {
 	Result sim.Result
 }
 
-// usageError marks a bad command line or scenario: the command exits 2.
+// usageError marks a bad command line or scenario: the command exits with
+// the usage status.
 type usageError struct{ err error }
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
-// ExitCode reports 2, the exit status for bad input.
-func (e usageError) ExitCode() int { return 2 }
+// ExitCode reports exitUsage, the exit status for bad input.
+func (e usageError) ExitCode() int { return exitUsage }
 
 func newSimulateCmd() *cobra.Command {
 	o := &simOptions{}
@@ -52,9 +58,17 @@ func newSimulateCmd() *cobra.Command {
 success, following the policy given by the policy flags, against a server that accepts
 --capacity requests per --slot (model capacity, optionally down for --outage), or writing
 one row with optimistic concurrency (model contention, the "Exponential Backoff And
-Jitter" study). With --compare it runs one strategy (jitter) per name and prints one row each.`,
+Jitter" study). With --compare it runs one strategy (jitter) per name and prints one row each.
+
+With --budget local or shared the clients have a retry budget (retry.Budget's rule, in virtual
+time: --budget-ratio, --budget-min-per-second, --budget-window); --processes P splits them into a
+fleet of P processes, each with a budget of its own (local) or all drawing on one (shared).
+
+A run whose memory estimate (about 33 bytes per client in the capacity model) exceeds --max-memory
+is refused before it starts.`,
 		Example: `  retry simulate --clients 10000 --capacity 100 --outage 10s --compare none,full,equal,decorrelated --out herd.png
-  retry simulate --model contention --clients 100 --trials 100 --initial 10ms --max-delay 2s --attempts -1 --compare full,equal,decorrelated,none`,
+  retry simulate --model contention --clients 100 --trials 100 --initial 10ms --max-delay 2s --attempts -1 --compare full,equal,decorrelated,none
+  retry simulate --clients 10000 --start-window 60s --outage 1000h --attempts -1 --max-elapsed 60s --processes 100 --budget shared`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -78,6 +92,12 @@ Jitter" study). With --compare it runs one strategy (jitter) per name and prints
 	f.StringVar(&o.compare, "compare", "", "comma-separated strategies to compare: none, full, equal, decorrelated, additive[:MAX], proportional:F (default: the policy's jitter)")
 	f.StringVar(&o.out, "out", "", "write a plot of requests per slot to this .png or .svg file")
 	f.StringVar(&o.csv, "csv", "", "write the requests-per-slot series to this CSV file")
+	f.IntVar(&o.processes, "processes", 1, "split the clients into this many processes (client i in process i mod P)")
+	f.StringVar(&o.budget, "budget", "none", "retry budget: none, local (one per process) or shared (one for the fleet)")
+	f.Float64Var(&o.budgetRatio, "budget-ratio", retry.DefaultBudgetRatio, "retries the budget grants per first attempt (negative: none)")
+	f.Float64Var(&o.budgetFloor, "budget-min-per-second", retry.DefaultBudgetMinPerSecond, "retries per second the budget grants whatever the traffic (negative: none)")
+	f.DurationVar(&o.budgetWindow, "budget-window", retry.DefaultBudgetWindow, "how long the budget remembers first attempts and retries")
+	f.StringVar(&o.maxMemory, "max-memory", "", "refuse a run needing more memory than this, as 512MiB, 4GiB or none (default 4GiB, or the memory available if less)")
 	o.policy = addPolicyFlags(cmd)
 	return cmd
 }
@@ -110,6 +130,43 @@ func (o *simOptions) scenarios() ([]string, []sim.Scenario, error) {
 		return nil, nil, bad("--slot %v must be positive", o.slot)
 	case o.trials <= 0:
 		return nil, nil, bad("--trials %d must be positive", o.trials)
+	case o.processes <= 0:
+		return nil, nil, bad("--processes %d must be positive", o.processes)
+	case o.processes > o.clients:
+		return nil, nil, bad("--processes %d is more than --clients %d", o.processes, o.clients)
+	case o.budget != "none" && o.budget != "local" && o.budget != "shared":
+		return nil, nil, bad("unknown --budget %q (want none, local or shared)", o.budget)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"slot", o.slot}, {"outage", o.outage}, {"start-window", o.window}, {"retry-after", o.retryAfter},
+		{"latency", o.latency}, {"latency-sd", o.latencySD}, {"budget-window", o.budgetWindow}} {
+		switch {
+		case d.v < 0:
+			return nil, nil, bad("--%s %v must not be negative", d.name, d.v)
+		case d.v > sim.MaxDuration:
+			return nil, nil, bad("--%s %v is over the simulator's maximum %v", d.name, d.v, sim.MaxDuration)
+		}
+	}
+	var budget *retry.BudgetConfig
+	if o.budget != "none" {
+		budget = &retry.BudgetConfig{Ratio: o.budgetRatio, MinPerSecond: o.budgetFloor, Window: o.budgetWindow}
+		for _, z := range []struct {
+			name string
+			zero bool
+		}{{"budget-ratio", o.budgetRatio == 0}, {"budget-min-per-second", o.budgetFloor == 0}, {"budget-window", o.budgetWindow == 0}} {
+			if z.zero {
+				return nil, nil, bad("--%s 0 would mean the default; give the default's value or a negative number for none", z.name)
+			}
+		}
+		if _, err := retry.NewBudget(*budget); err != nil {
+			return nil, nil, bad("%s", budgetFlags.Replace(strings.TrimPrefix(err.Error(), "retry: ")))
+		}
+	}
+	maxMem, err := parseMaxMemory(o.maxMemory)
+	if err != nil {
+		return nil, nil, bad("--max-memory %q: %v", o.maxMemory, err)
 	}
 	if o.out != "" {
 		if err := checkPlotExt(o.out); err != nil {
@@ -141,7 +198,8 @@ func (o *simOptions) scenarios() ([]string, []sim.Scenario, error) {
 			Model: model, Clients: o.clients, Capacity: o.capacity, Slot: o.slot, Outage: o.outage,
 			StartWindow: o.window, RetryAfter: o.retryAfter, Latency: o.latency, LatencySD: o.latencySD,
 			Trials: o.trials, Seed: o.seed,
-			Policy: p,
+			Policy:    p,
+			Processes: o.processes, Budget: budget, SharedBudget: o.budget == "shared", MaxMemory: maxMem,
 		}
 		s.Policy.Jitter = j
 		if err := s.Policy.Validate(); err != nil {
@@ -169,7 +227,7 @@ func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) e
 		if err != nil {
 			prog.clear()
 			if errors.Is(err, sim.ErrScenario) || errors.Is(err, retry.ErrInvalidPolicy) {
-				return usageError{err}
+				return usageError{errors.New(simFlags.Replace(err.Error()))}
 			}
 			return err
 		}
@@ -221,6 +279,10 @@ type jsonRow struct {
 	PeakLoad           float64  `json:"peak_load"`
 	Capacity           int      `json:"capacity,omitempty"`
 	SlotMS             float64  `json:"slot_ms"`
+	Retries            float64  `json:"retries"`
+	Processes          int      `json:"processes"`
+	Budget             string   `json:"budget,omitempty"`
+	BudgetRefused      float64  `json:"budget_refused"`
 }
 
 func writeJSON(w io.Writer, res []strategyResult) error {
@@ -237,7 +299,8 @@ func writeJSON(w io.Writer, res []strategyResult) error {
 			model = "contention"
 		}
 		rows = append(rows, jsonRow{r.Name, model, x.Clients, x.Trials, x.Requests, x.Succeeded, x.GaveUp, rps,
-			ms(x.CompletionP50), ms(x.CompletionP99), ms(x.CompletionMax), x.PeakLoad, x.Capacity, ms(x.Slot)})
+			ms(x.CompletionP50), ms(x.CompletionP99), ms(x.CompletionMax), x.PeakLoad, x.Capacity, ms(x.Slot),
+			x.Requests - float64(x.Clients), x.Processes, x.Budget, x.BudgetRefused})
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -246,7 +309,12 @@ func writeJSON(w io.Writer, res []strategyResult) error {
 
 func writeTable(w io.Writer, res []strategyResult) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "strategy\trequests\treq/success\tsucceeded\tgave up\tp50\tp99\tmax\tpeak/slot\t")
+	budget := res[0].Result.Budget != ""
+	head := "strategy\trequests\treq/success\tsucceeded\tgave up\tp50\tp99\tmax\tpeak/slot\t"
+	if budget {
+		head += "retries\tbudget refused\t"
+	}
+	fmt.Fprintln(tw, head)
 	for _, r := range res {
 		x := r.Result
 		rps := "-"
@@ -257,8 +325,12 @@ func writeTable(w io.Writer, res []strategyResult) error {
 		if x.Capacity > 0 {
 			peak = fmt.Sprintf("%.0f (%.1fx)", x.PeakLoad, x.PeakLoad/float64(x.Capacity))
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.0f\t%.0f\t%v\t%v\t%v\t%s\t\n", r.Name, x.Requests, rps, x.Succeeded, x.GaveUp,
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.0f\t%.0f\t%v\t%v\t%v\t%s\t", r.Name, x.Requests, rps, x.Succeeded, x.GaveUp,
 			roundDur(x.CompletionP50), roundDur(x.CompletionP99), roundDur(x.CompletionMax), peak)
+		if budget {
+			fmt.Fprintf(tw, "%.0f\t%.0f\t", x.Requests-float64(x.Clients), x.BudgetRefused)
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }
@@ -310,4 +382,72 @@ func (p *progress) clear() {
 		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", 48))
 		p.shown = false
 	}
+}
+
+// simFlags rewrites the sim package's Scenario and Policy field names as
+// the flags that set them.
+var simFlags = strings.NewReplacer(
+	"Policy.Initial retry.Immediate (no waits)", "--initial 0 (no waits)",
+	"Policy.MaxAttempts retry.Unlimited", "--attempts -1",
+	"limit MaxAttempts, set RetryAfter or a Budget", "limit --attempts, set --retry-after or --budget",
+	"more Capacity, a longer Slot or fewer Clients", "more --capacity, a longer --slot or fewer --clients",
+	"virtual time reached MaxTime", "virtual time reached its end",
+	"Policy.Initial", "--initial", "Policy.MaxDelay", "--max-delay", "MaxElapsed", "--max-elapsed",
+	"MaxMemory", "--max-memory", "MaxDuration", "the simulator's maximum", "Clients", "--clients",
+	"Processes", "--processes", "Outage", "--outage", "StartWindow", "--start-window", "RetryAfter", "--retry-after",
+	"LatencySD", "--latency-sd", "Latency", "--latency", "Slot", "--slot", "Capacity", "--capacity", "Trials", "--trials",
+)
+
+// budgetFlags rewrites retry.NewBudget's field names as flags.
+var budgetFlags = strings.NewReplacer("BudgetConfig.Ratio", "--budget-ratio",
+	"BudgetConfig.MinPerSecond", "--budget-min-per-second", "BudgetConfig.Window", "--budget-window")
+
+// parseMaxMemory reads --max-memory: a byte count with an optional binary
+// unit (KiB, MiB, GiB, TiB; K, M, G, T mean the same), or "none". Empty
+// means sim.DefaultMaxMemory, or the memory available now if that is less.
+func parseMaxMemory(s string) (int64, error) {
+	switch s {
+	case "":
+		limit := int64(sim.DefaultMaxMemory)
+		if avail, ok := memAvailable(); ok && avail < limit {
+			limit = avail
+		}
+		return limit, nil
+	case "none":
+		return -1, nil
+	}
+	num := strings.TrimRight(s, "KMGTiBb")
+	unit := strings.TrimSuffix(strings.TrimSuffix(s[len(num):], "B"), "i")
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || !(v > 0) {
+		return 0, errors.New("want a positive size such as 512MiB or 4GiB, or none")
+	}
+	shift, ok := map[string]uint{"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[unit]
+	if !ok {
+		return 0, errors.New("unknown unit (want KiB, MiB, GiB or TiB)")
+	}
+	b := v * float64(uint64(1)<<shift)
+	if b >= math.MaxInt64/2 {
+		return -1, nil
+	}
+	return max(int64(b), 1), nil
+}
+
+// memAvailable reads MemAvailable from /proc/meminfo (Linux); ok is false
+// elsewhere.
+func memAvailable() (int64, bool) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, found := strings.CutPrefix(line, "MemAvailable:"); found {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil || kb <= 0 {
+				return 0, false
+			}
+			return kb << 10, true
+		}
+	}
+	return 0, false
 }

@@ -103,25 +103,104 @@ func TestSimulateFiles(t *testing.T) {
 }
 
 func TestSimulateBadInput(t *testing.T) {
-	for name, args := range map[string][]string{
-		"--clients":   {"--clients", "0"},
-		"--capacity":  {"--capacity", "-3"},
-		"strategy":    {"--compare", "full,bogus"},
-		"model":       {"--model", "queue"},
-		"--format":    {"--format", "xml"},
-		"--out":       {"--out", "x.jpg"},
-		"--max-delay": {"--initial", "5s", "--max-delay", "1s"},
-		"twice":       {"--compare", "full,full"},
+	for _, c := range []struct {
+		name string // the message must name it
+		args []string
+	}{
+		{"--clients", []string{"--clients", "0"}},
+		{"--capacity", []string{"--capacity", "-3"}},
+		{"strategy", []string{"--compare", "full,bogus"}},
+		{"model", []string{"--model", "queue"}},
+		{"--format", []string{"--format", "xml"}},
+		{"--out", []string{"--out", "x.jpg"}},
+		{"--max-delay", []string{"--initial", "5s", "--max-delay", "1s"}},
+		{"twice", []string{"--compare", "full,full"}},
+		// Flags, never the Go fields behind them.
+		{"--outage", []string{"--outage", "-1s"}},
+		{"--start-window", []string{"--start-window", "-1s"}},
+		{"--retry-after", []string{"--retry-after", "1001h"}},
+		{"--latency-sd", []string{"--latency-sd", "-2ms"}},
+		{"--max-delay", []string{"--initial", "1h", "--max-delay", "1001h"}},
+		{"--attempts -1", []string{"--initial", "0", "--attempts", "-1", "--outage", "1s"}},
+		{"--max-elapsed", []string{"--initial", "0", "--attempts", "-1", "--outage", "1s", "--max-elapsed", "5s"}},
+		{"--processes", []string{"--clients", "10", "--processes", "11"}},
+		{"--processes", []string{"--processes", "0"}},
+		{"--budget", []string{"--budget", "global"}},
+		{"--budget-ratio", []string{"--budget", "local", "--budget-ratio", "0"}},
+		{"--budget-window", []string{"--budget", "shared", "--budget-window", "10us"}},
+		{"--max-memory", []string{"--max-memory", "lots"}},
+		{"--max-memory", []string{"--clients", "10000000", "--max-memory", "64MiB"}},
+		{"--max-memory", []string{"--clients", "2000000000"}},
+		{"--clients", []string{"--clients", "2600", "--capacity", "1", "--slot", "1000h", "--initial", "1000h", "--max-delay", "1000h", "--attempts", "-1"}},
 	} {
-		_, _, err := simulate(t, args...)
+		start := time.Now()
+		_, _, err := simulate(t, c.args...)
 		var ue interface{ ExitCode() int }
-		if !errors.As(err, &ue) || ue.ExitCode() != 2 {
-			t.Errorf("%s: error %v (%T), want a usage error (exit 2)", name, err, err)
+		if !errors.As(err, &ue) || ue.ExitCode() != exitUsage {
+			t.Errorf("%v: error %v (%T), want a usage error (exit %d)", c.args, err, err, exitUsage)
 			continue
 		}
-		if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, name) {
-			t.Errorf("%s: message %q: want one line naming it", name, msg)
+		msg := err.Error()
+		if strings.Contains(msg, "\n") || !strings.Contains(msg, c.name) {
+			t.Errorf("%v: message %q: want one line naming %s", c.args, msg, c.name)
 		}
+		for _, field := range []string{"Outage", "StartWindow", "RetryAfter", "LatencySD", "Policy.", "MaxDelay", "MaxAttempts",
+			"MaxElapsed", "MaxMemory", "Processes", "Budget", "Clients", "MaxTime", "MaxDuration"} {
+			if strings.Contains(msg, field) {
+				t.Errorf("%v: message %q names the Go field %s", c.args, msg, field)
+			}
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("%v: refused after %v", c.args, d)
+		}
+	}
+}
+
+// P processes against a dead backend: one shared budget sends a fraction
+// of what P local budgets send.
+func TestSimulateFleet(t *testing.T) {
+	args := []string{"--clients", "1000", "--start-window", "60s", "--outage", "1000h", "--attempts", "-1", "--max-elapsed", "60s",
+		"--jitter", "full", "--initial", "100ms", "--max-delay", "10s", "--processes", "100", "--format", "json"}
+	retries := map[string]float64{}
+	for _, b := range []string{"local", "shared"} {
+		out, _, err := simulate(t, append(args, "--budget", b)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []map[string]any
+		if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 {
+			t.Fatalf("%v in:\n%s", err, out)
+		}
+		if rows[0]["budget"] != b || rows[0]["processes"] != 100.0 {
+			t.Errorf("row %v", rows[0])
+		}
+		retries[b] = rows[0]["retries"].(float64)
+	}
+	// The bound of one shared budget: 10 % of 1,000 first attempts plus
+	// 1/s over the 120 s of the run and two windows of 10 s.
+	if bound := 0.1*1000 + 1*(120+20); retries["shared"] > bound || retries["local"] < 10*retries["shared"] {
+		t.Errorf("retries: local %v, shared %v (bound %v)", retries["local"], retries["shared"], bound)
+	}
+	out, _, err := simulate(t, append(args[:len(args)-2], "--budget", "shared")...)
+	if err != nil || !strings.Contains(out, "budget refused") {
+		t.Errorf("table without the budget columns (%v):\n%s", err, out)
+	}
+	t.Logf("retries from 100 processes: local budgets %v, one shared budget %v", retries["local"], retries["shared"])
+}
+
+func TestParseMaxMemory(t *testing.T) {
+	for in, want := range map[string]int64{"512MiB": 512 << 20, "4GiB": 4 << 30, "2G": 2 << 30, "1000": 1000, "1.5KiB": 1536, "none": -1} {
+		if got, err := parseMaxMemory(in); err != nil || got != want {
+			t.Errorf("parseMaxMemory(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"-1GiB", "0", "4XB", "GiB", "lots"} {
+		if _, err := parseMaxMemory(in); err == nil {
+			t.Errorf("parseMaxMemory(%q) accepted", in)
+		}
+	}
+	if got, err := parseMaxMemory(""); err != nil || got <= 0 || got > 4<<30 {
+		t.Errorf("default %v, %v", got, err)
 	}
 }
 

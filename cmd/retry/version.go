@@ -17,13 +17,17 @@ func moduleVersion() string {
 	return "devel"
 }
 
+// versionString is what `retry version` and `retry --version` print after
+// "retry ": the module version and the Go version.
+func versionString() string { return moduleVersion() + " (" + runtime.Version() + ")" }
+
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of retry",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "retry %s (%s)\n", moduleVersion(), runtime.Version())
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "retry %s\n", versionString())
 			return err
 		},
 	}

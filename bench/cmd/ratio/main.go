@@ -1,8 +1,10 @@
 // Command ratio reads `go test -bench` output of the bench module and prints,
 // per workload, retrykit's median time per operation, the best peer's, and
 // their ratio (below 1 means retrykit is faster). Sub-benchmarks must be
-// named Benchmark<Workload>/lib=<name>; lib=nethttp is the plain net/http
-// baseline, shown but never counted as a peer.
+// named Benchmark<Workload>/lib=<name>. Baselines are never counted as
+// peers: lib=nethttp (the plain net/http client) and lib=floor (the
+// hand-written delay arithmetic); where a workload has a floor, a second
+// table gives retrykit's ratio to it.
 //
 // Usage: go run ./cmd/ratio results/bench-*.txt (or standard input).
 package main
@@ -22,6 +24,9 @@ var line = regexp.MustCompile(`^Benchmark([^/\s]+)/lib=([^-\s]+)(?:-\d+)?\s+\d+\
 var allocs = regexp.MustCompile(`([0-9.]+) allocs/op`)
 
 type sample struct{ ns, allocs []float64 }
+
+// baseline names the libraries that are reference points, not peers.
+var baseline = map[string]bool{"nethttp": true, "floor": true}
 
 func median(v []float64) float64 {
 	if len(v) == 0 {
@@ -87,7 +92,7 @@ func main() {
 		rk := data[w]["retrykit"]
 		best, bestNS := "", 0.0
 		for lib, s := range data[w] {
-			if lib == "retrykit" || lib == "nethttp" {
+			if lib == "retrykit" || baseline[lib] {
 				continue
 			}
 			if m := median(s.ns); best == "" || m < bestNS {
@@ -100,5 +105,17 @@ func main() {
 		r := median(rk.ns)
 		fmt.Printf("%-18s %11.4g ns %7.4g %-14s %11.4g ns %7.4g %9.3f\n", w, r, median(rk.allocs),
 			best, bestNS, median(data[w][best].allocs), r/bestNS)
+	}
+	header := false
+	for _, w := range order {
+		rk, fl := data[w]["retrykit"], data[w]["floor"]
+		if rk == nil || fl == nil {
+			continue
+		}
+		if !header {
+			fmt.Printf("\n%-18s %14s %14s %9s\n", "workload", "retrykit", "floor", "ratio")
+			header = true
+		}
+		fmt.Printf("%-18s %11.4g ns %11.4g ns %9.3f\n", w, median(rk.ns), median(fl.ns), median(rk.ns)/median(fl.ns))
 	}
 }

@@ -1,0 +1,117 @@
+package sim_test
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/sim"
+)
+
+// dead is a backend that fails every request for the whole run.
+func dead(clients int, p retry.Policy) sim.Scenario {
+	return sim.Scenario{Clients: clients, Outage: sim.MaxDuration, Policy: p}
+}
+
+// The ratio alone: 10 first attempts earn 5 retries; the other five
+// clients are refused at once, and the five that retried are refused next.
+func TestBudgetRatio(t *testing.T) {
+	s := dead(10, retry.Policy{Jitter: retry.NoJitter, MaxAttempts: retry.Unlimited})
+	s.Budget = &retry.BudgetConfig{Ratio: 0.5, MinPerSecond: -1}
+	r := run(t, s)
+	if r.Requests != 15 || r.BudgetRefused != 10 || r.GaveUp != 10 || r.Budget != "local" || r.Processes != 1 {
+		t.Errorf("requests %v refused %v gave up %v budget %q processes %d; want 15 10 10 local 1",
+			r.Requests, r.BudgetRefused, r.GaveUp, r.Budget, r.Processes)
+	}
+}
+
+// The floor: MinPerSecond × Window retries per window, per budget. Four
+// processes with a budget each get four times the floor of one shared
+// budget.
+func TestBudgetFloorLocalShared(t *testing.T) {
+	s := dead(100, retry.Policy{Jitter: retry.NoJitter, MaxAttempts: retry.Unlimited})
+	s.Budget = &retry.BudgetConfig{Ratio: -1, MinPerSecond: 1, Window: 10 * time.Second}
+	one := run(t, s)
+	s.Processes = 4
+	local := run(t, s)
+	s.SharedBudget = true
+	shared := run(t, s)
+	for _, c := range []struct {
+		name string
+		r    sim.Result
+		want float64
+	}{{"one process", one, 110}, {"4 local", local, 140}, {"4 shared", shared, 110}} {
+		if c.r.Requests != c.want || c.r.BudgetRefused != 100 {
+			t.Errorf("%s: requests %v refused %v, want %v and 100", c.name, c.r.Requests, c.r.BudgetRefused, c.want)
+		}
+	}
+	if shared.Budget != "shared" || local.Budget != "local" {
+		t.Errorf("budget %q / %q", shared.Budget, local.Budget)
+	}
+}
+
+// The window forgets: after Window, the reserve is back.
+func TestBudgetWindowRefills(t *testing.T) {
+	// One client, retrying every 3 s against a dead backend; a reserve of
+	// 2 retries per 10 s window and no ratio: it is granted retries at 3 s
+	// and 6 s, refused at 9 s.
+	s := dead(1, retry.Policy{Initial: 3 * time.Second, Multiplier: 1, Jitter: retry.NoJitter, MaxAttempts: retry.Unlimited})
+	s.Budget = &retry.BudgetConfig{Ratio: -1, MinPerSecond: 0.2, Window: 10 * time.Second}
+	r := run(t, s)
+	if r.Requests != 3 || r.BudgetRefused != 1 {
+		t.Errorf("requests %v refused %v, want 3 and 1", r.Requests, r.BudgetRefused)
+	}
+	// Retrying every 6 s, at most two retries are ever in the window (the
+	// one at 0 s is forgotten by 12 s): it keeps going until MaxAttempts.
+	s.Policy.Initial, s.Policy.MaxDelay, s.Policy.MaxAttempts = 6*time.Second, 6*time.Second, 8
+	r = run(t, s)
+	if r.Requests != 8 || r.BudgetRefused != 0 {
+		t.Errorf("every 6 s: requests %v refused %v, want 8 and 0", r.Requests, r.BudgetRefused)
+	}
+}
+
+// A fleet of quiet processes against a dead backend: the retries the
+// fleet sends stay within the documented bound with one shared budget and
+// grow with the number of processes with local ones.
+func TestFleetBound(t *testing.T) {
+	const (
+		clients = 2000
+		procs   = 100
+		spread  = 100 * time.Second
+	)
+	s := dead(clients, retry.Policy{Initial: 100 * time.Millisecond, MaxDelay: time.Second, Jitter: retry.FullJitter,
+		MaxAttempts: retry.Unlimited, MaxElapsed: 30 * time.Second})
+	s.StartWindow, s.Processes, s.Seed = spread, procs, 3
+	s.Budget = &retry.BudgetConfig{} // the defaults: 10 %, 1 per second, 10 s
+	local := run(t, s)
+	s.SharedBudget = true
+	shared := run(t, s)
+	// Every request is sent within StartWindow + MaxElapsed.
+	span := (spread + 30*time.Second).Seconds()
+	bound := 0.1*clients + 1*(span+2*10)
+	lr, sr := local.Requests-clients, shared.Requests-clients
+	t.Logf("retries: %d local budgets %.0f, one shared %.0f (bound %.0f)", procs, lr, sr, bound)
+	if sr > bound {
+		t.Errorf("shared budget: %.0f retries, over the bound %.0f", sr, bound)
+	}
+	if lr < 5*sr {
+		t.Errorf("local budgets: %.0f retries, want far more than shared %.0f", lr, sr)
+	}
+}
+
+func TestBudgetErrors(t *testing.T) {
+	for name, s := range map[string]sim.Scenario{
+		"Budget.Ratio":    {Clients: 1, Budget: &retry.BudgetConfig{Ratio: math.NaN()}},
+		"Budget.Window":   {Clients: 1, Budget: &retry.BudgetConfig{Window: time.Microsecond}},
+		"Processes":       {Clients: 2, Processes: 3},
+		"SharedBudget":    {Clients: 2, SharedBudget: true},
+		"Policy.Throttle": {Clients: 1, Policy: retry.Policy{Throttle: new(retry.Throttle)}},
+	} {
+		_, err := sim.Run(context.Background(), s)
+		if err == nil || !contains(err.Error(), name) {
+			t.Errorf("%s: error %v", name, err)
+		}
+	}
+}
