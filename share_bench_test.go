@@ -14,9 +14,9 @@ import (
 // shared within 50 ns of local, 0 allocations.
 func BenchmarkDoSuccessFleet(b *testing.B) {
 	for _, shared := range []bool{false, true} {
-		name := "local"
+		name := "budget=local"
 		if shared {
-			name = "shared"
+			name = "budget=shared"
 		}
 		b.Run(name, func(b *testing.B) {
 			bud, _ := retry.NewBudget(retry.BudgetConfig{Window: 10 * time.Second})
