@@ -52,17 +52,26 @@ func TestFleetBudget(t *testing.T) {
 		span := ev[len(ev)-1].at - ev[0].at
 		bound := fleetRatio*float64(first) + fleetFloor*(span+2*fleetWindow).Seconds() + fleetProcs*allowance
 		mode := "local"
+		fallbacks := int64(0)
 		if shared {
 			mode = "shared"
 			for j, r := range res {
-				if !r.SharedAtJoin || r.Fallbacks != 0 {
-					t.Fatalf("worker %d: joined %v, fallbacks %d (syncs %d, failures %d): the run does not test the shared bound",
-						j, r.SharedAtJoin, r.Fallbacks, r.Syncs, r.Failures)
+				if !r.SharedAtJoin {
+					t.Fatalf("worker %d did not join the fleet before the start (syncs %d, failures %d)", j, r.Syncs, r.Failures)
 				}
+				fallbacks += r.Fallbacks
+			}
+			// A process whose sync failed (here: a loaded machine stalling
+			// a sync past its 100 ms timeout) decides locally until the
+			// next sync: up to its own reserve R plus the floor over the
+			// episode (I + timeout) more than the shared bound.
+			bound += float64(fallbacks) * fleetFloor * (fleetWindow + 2*fleetInterval).Seconds()
+			if fallbacks > fleetProcs {
+				t.Fatalf("%d fallbacks in the run: the machine is too loaded for the shared bound to mean anything", fallbacks)
 			}
 		}
-		t.Logf("%s budgets: %d processes, %v: first attempts %d, retries %d (%.1f/s); bound for one shared budget %.0f",
-			mode, fleetProcs, span.Round(time.Millisecond), first, retries, float64(retries)/span.Seconds(), bound)
+		t.Logf("%s budgets: %d processes, %v: first attempts %d, retries %d (%.1f/s); bound for one shared budget %.0f (%d fallbacks)",
+			mode, fleetProcs, span.Round(time.Millisecond), first, retries, float64(retries)/span.Seconds(), bound, fallbacks)
 		floorFunded[i] = float64(retries) - fleetRatio*float64(first)
 		t.Logf("%s: retries beyond Ratio × first attempts (what the floor paid for): %.0f; one fleet floor over the run: %.0f",
 			mode, floorFunded[i], fleetFloor*(span+2*fleetWindow).Seconds())
@@ -70,7 +79,7 @@ func TestFleetBudget(t *testing.T) {
 			if float64(retries) > bound {
 				t.Errorf("shared: %d retries over the run, bound %.1f", retries, bound)
 			}
-			checkSpans(t, ev, allowance)
+			checkSpans(t, ev, allowance, fallbacks)
 		} else if oneFloor := fleetFloor * (span + 2*fleetWindow).Seconds(); floorFunded[i] < 3*oneFloor {
 			t.Errorf("local: %.0f floor-funded retries, less than 3 fleet floors (%.0f): the test shows nothing", floorFunded[i], 3*oneFloor)
 		}
@@ -84,7 +93,7 @@ func TestFleetBudget(t *testing.T) {
 // wait (20 ms) earlier, so the span of grants is widened by 50 ms, and
 // first attempts count from Window + one sync interval before it (fleet
 // counts are up to one interval old).
-func checkSpans(t *testing.T, ev []event, allowance float64) {
+func checkSpans(t *testing.T, ev []event, allowance float64, fallbacks int64) {
 	const grid = 100 * time.Millisecond
 	end := ev[len(ev)-1].at
 	n := int(end/grid) + 1
@@ -114,7 +123,8 @@ func checkSpans(t *testing.T, ev []event, allowance float64) {
 			// attempts it made since its next-to-last sync (≤ 2 intervals
 			// before the span's end), which the others had not seen.
 			recent := firstAt[e] - firstAt[max(0, e-int((2*fleetInterval+50*time.Millisecond)/grid)-1)]
-			b := fleetRatio*float64(f) + fleetFloor*(T+2*fleetWindow).Seconds() + fleetProcs*allowance + fleetRatio*float64(recent)
+			b := fleetRatio*float64(f) + fleetFloor*(T+2*fleetWindow).Seconds() + fleetProcs*allowance + fleetRatio*float64(recent) +
+				float64(fallbacks)*fleetFloor*(fleetWindow+2*fleetInterval).Seconds()
 			if d := float64(r) - b; d > worst {
 				worst, worstS, worstE = d, s, e
 			}
@@ -136,10 +146,12 @@ func TestFleetThrottle(t *testing.T) {
 	be := newBackend(t, 4) // 4 per 100 ms
 	res := runFleet(t, fleetProcs, workerConfig{Redis: srv.Addr(), Backend: be.srv.URL, Prefix: "fleet-throttle",
 		Shared: true, Kind: "throttle", Duration: fleetRun, ThrottleK: 2, ThrottleWindow: 2 * time.Second}, 200, 20, nil)
+	fallbacks := int64(0)
 	for j, r := range res {
-		if !r.SharedAtJoin || r.Fallbacks != 0 {
-			t.Fatalf("worker %d: joined %v, fallbacks %d", j, r.SharedAtJoin, r.Fallbacks)
+		if !r.SharedAtJoin {
+			t.Fatalf("worker %d did not join the fleet before the start", j)
 		}
+		fallbacks += r.Fallbacks
 	}
 	ev := be.snapshot()
 	// The last half of the run, after the window has filled.
@@ -157,8 +169,8 @@ func TestFleetThrottle(t *testing.T) {
 		calls += int(r.Calls)
 	}
 	ratio := float64(sent) / float64(accepted)
-	t.Logf("shared throttle, K = 2: offered %d calls in %v; in the last %v the backend saw %d, accepted %d: %.2f × accepted",
-		calls, fleetRun, fleetRun/2, sent, accepted, ratio)
+	t.Logf("shared throttle, K = 2: offered %d calls in %v; in the last %v the backend saw %d, accepted %d: %.2f × accepted (%d fallbacks)",
+		calls, fleetRun, fleetRun/2, sent, accepted, ratio, fallbacks)
 	if ratio < 1.6 || ratio > 2.6 {
 		t.Errorf("sent/accepted = %.2f, want about K = 2", ratio)
 	}
@@ -188,8 +200,8 @@ func TestFleetRedisKilled(t *testing.T) {
 		killed = time.Now()
 		srv.Stop()
 		time.Sleep(2 * time.Second)
-		restarted = time.Now() // Restart returns once the server answers PING
 		srv.Restart()
+		restarted = time.Now() // the server answers PING: rejoin is measured from here
 	}()
 	var once sync.Once
 	defer once.Do(func() { close(started); <-faults }) // when runFleet fails first
@@ -210,15 +222,15 @@ func TestFleetRedisKilled(t *testing.T) {
 			if !tr.Shared && fell.IsZero() && at.After(killed) {
 				fell = at
 			}
-			if tr.Shared && !fell.IsZero() && back.IsZero() && at.After(restarted) {
-				back = at
+			if tr.Shared && !fell.IsZero() && back.IsZero() && at.After(killed.Add(time.Second)) {
+				back = at // may be a little before Restart returned
 			}
 		}
 		if fell.IsZero() || back.IsZero() {
 			t.Errorf("worker %d: transitions %v (killed %v, restarted %v)", j, r.Transitions, killed.UnixNano(), restarted.UnixNano())
 			continue
 		}
-		fb, rj := fell.Sub(killed), back.Sub(restarted)
+		fb, rj := fell.Sub(killed), max(0, back.Sub(restarted))
 		t.Logf("worker %d: fell back %v after the kill, rejoined %v after the restart", j, fb.Round(time.Millisecond), rj.Round(time.Millisecond))
 		if fb > 2*fleetInterval+20*time.Millisecond {
 			t.Errorf("worker %d fell back %v after the kill, want within interval + timeout", j, fb)

