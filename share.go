@@ -28,15 +28,23 @@ func (f *fleetMarks) slackAllows(ratio float64, a, b int64) bool {
 
 // Config returns the Budget's configuration with every default resolved
 // (the zero Budget reports DefaultBudgetRatio, DefaultBudgetMinPerSecond
-// and DefaultBudgetWindow). A negative Ratio or MinPerSecond given to
-// [NewBudget] is reported as 0 (none). Sync engines use it to name the
-// fleet's keys and size the allowance of [Budget.SetFleet].
+// and DefaultBudgetWindow), such that NewBudget(b.Config()) makes an
+// equivalent Budget: a Ratio or MinPerSecond that was negative (none) is
+// reported as -1. Sync engines use it to name the fleet's keys and size
+// the allowance of [Budget.SetFleet].
 func (b *Budget) Config() BudgetConfig {
 	if !b.set {
 		return BudgetConfig{Ratio: DefaultBudgetRatio, MinPerSecond: DefaultBudgetMinPerSecond, Window: DefaultBudgetWindow}
 	}
 	win := b.w.slot * windowSlots
-	return BudgetConfig{Ratio: b.ratio, MinPerSecond: b.reserve / win.Seconds(), Window: win}
+	c := BudgetConfig{Ratio: b.ratio, MinPerSecond: b.reserve / win.Seconds(), Window: win}
+	if c.Ratio == 0 {
+		c.Ratio = -1
+	}
+	if c.MinPerSecond == 0 {
+		c.MinPerSecond = -1
+	}
+	return c
 }
 
 // LocalCounts returns how many first attempts this Budget has counted and

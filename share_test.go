@@ -105,7 +105,11 @@ func TestBudgetConfigResolved(t *testing.T) {
 		t.Fatalf("zero Budget Config = %+v", got)
 	}
 	b, _ := NewBudget(BudgetConfig{Ratio: -1, MinPerSecond: 2.5, Window: 3 * time.Second})
-	if got := b.Config(); got.Ratio != 0 || math.Abs(got.MinPerSecond-2.5) > 1e-9 || got.Window != 3*time.Second {
+	if got := b.Config(); got.Ratio != -1 || math.Abs(got.MinPerSecond-2.5) > 1e-9 || got.Window != 3*time.Second {
+		t.Fatalf("Config = %+v", got)
+	}
+	b, _ = NewBudget(BudgetConfig{Ratio: 0.3, MinPerSecond: -2})
+	if got := b.Config(); got.Ratio != 0.3 || got.MinPerSecond != -1 || got.Window != 10*time.Second {
 		t.Fatalf("Config = %+v", got)
 	}
 	var zt Throttle
