@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -102,6 +103,11 @@ type counter interface {
 	clear()
 }
 
+// active holds the Budgets and Throttles being synced, so that one is never
+// synced twice (each engine would count the other's pushes of the same
+// local events as the fleet's).
+var active sync.Map
+
 type budgetCounter struct {
 	b         *retry.Budget
 	allowance float64
@@ -139,7 +145,7 @@ type Engine struct {
 	own              [slots]ownSlot
 	badLogged        bool
 	localLogged      bool // the switch to local was logged, not yet the way back
-	keysBuf          []string
+	obj              any  // the Budget or Throttle, key in active
 
 	shared   atomic.Bool
 	syncs    atomic.Int64 // successful syncs
@@ -166,7 +172,7 @@ func StartBudget(cfg Config, s Store, b *retry.Budget) (*Engine, error) {
 	}
 	bc := b.Config()
 	allowance := max(1, bc.MinPerSecond*cfg.Interval.Seconds())
-	return start(cfg, s, budgetCounter{b, allowance}, "budget", bc.Window)
+	return start(cfg, s, budgetCounter{b, allowance}, "budget", bc.Window, b)
 }
 
 // StartThrottle starts syncing t under cfg.Prefix. The Throttle stays
@@ -178,14 +184,17 @@ func StartThrottle(cfg Config, s Store, t *retry.Throttle) (*Engine, error) {
 	if err := cfg.resolve(); err != nil {
 		return nil, err
 	}
-	return start(cfg, s, throttleCounter{t}, "throttle", t.Config().Window)
+	return start(cfg, s, throttleCounter{t}, "throttle", t.Config().Window, t)
 }
 
-func start(cfg Config, s Store, c counter, kind string, window time.Duration) (*Engine, error) {
+func start(cfg Config, s Store, c counter, kind string, window time.Duration, obj any) (*Engine, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%s: nil client", cfg.Name)
 	}
-	e := &Engine{cfg: cfg, store: s, ctr: c, kind: kind, what: kind,
+	if _, loaded := active.LoadOrStore(obj, true); loaded {
+		return nil, fmt.Errorf("%s: this %s is already shared; Close its Share first", cfg.Name, kind)
+	}
+	e := &Engine{cfg: cfg, store: s, ctr: c, kind: kind, what: kind, obj: obj,
 		slot: window / slots, done: make(chan struct{})}
 	e.ctx, e.stop = context.WithCancel(context.Background())
 	e.keys = Keys(cfg.Prefix, kind, window)
@@ -214,7 +223,8 @@ func Keys(prefix, kind string, window time.Duration) func(k int64) []string {
 }
 
 // Close stops the sync goroutine, waits for it to end and leaves the
-// Budget or Throttle local. It is safe to call more than once.
+// Budget or Throttle local; it may then be shared again. It is safe to
+// call more than once.
 func (e *Engine) Close() {
 	e.stop()
 	<-e.done
@@ -232,6 +242,7 @@ func (e *Engine) Stats() (syncs, failures, fallbacks int64) {
 
 func (e *Engine) run() {
 	defer close(e.done)
+	defer active.Delete(e.obj)
 	defer e.ctr.clear()
 	t := time.NewTicker(e.cfg.Interval)
 	defer t.Stop()

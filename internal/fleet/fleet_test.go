@@ -1,6 +1,10 @@
 package fleet
 
 import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -58,5 +62,35 @@ func TestStartNil(t *testing.T) {
 	}
 	if _, err := StartThrottle(cfg, nil, nil); err == nil {
 		t.Error("nil throttle accepted")
+	}
+}
+
+// nopStore answers every sync with an error, without a server.
+type nopStore struct{}
+
+func (nopStore) Load(context.Context, string) (string, error) { return "", errors.New("down") }
+func (nopStore) EvalSHA(context.Context, string, []string, []string) ([]int64, error) {
+	return nil, errors.New("down")
+}
+
+func TestShareTwice(t *testing.T) {
+	cfg := Config{Name: "x", Prefix: "p", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	b := &retry.Budget{}
+	e, err := StartBudget(cfg, nopStore{}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := StartBudget(cfg, nopStore{}, b); err == nil || !strings.Contains(err.Error(), "already shared") {
+		t.Fatalf("second share: %v", err)
+	}
+	e.Close()
+	e.Close()
+	e2, err := StartBudget(cfg, nopStore{}, b)
+	if err != nil {
+		t.Fatalf("share after Close: %v", err)
+	}
+	e2.Close()
+	if syncs, failures, _ := e2.Stats(); syncs != 0 || failures < 1 {
+		t.Fatalf("stats %d, %d", syncs, failures)
 	}
 }
