@@ -47,13 +47,20 @@ func TestShareSyncTraffic(t *testing.T) {
 	if !waitFor(time.Second, s.Shared) {
 		t.Fatal("did not join")
 	}
+	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() { // some traffic, so that every sync pushes counts
-		for range 300 {
-			b.RecordAttempt()
-			b.AllowRetry()
-			time.Sleep(10 * time.Millisecond)
+		defer close(stopped)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+				b.RecordAttempt()
+				b.AllowRetry()
+			}
 		}
 	}()
+	defer func() { close(stop); <-stopped }()
 	c0, i0, o0 := infoStats(t, srv)
 	c1, i1, o1 := infoStats(t, srv) // the cost of INFO itself
 	e0, _ := srv.CommandCalls("evalsha")
