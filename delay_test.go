@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -48,28 +50,28 @@ func referenceDelay(p retry.Policy, n int, prev time.Duration, r *rand.Rand) tim
 			hi = 3 * prev
 		}
 		a, w = initial, hi-initial
-	default:
-		var f float64
-		for _, c := range []float64{0, 0.2, 1} {
-			if j == retry.ProportionalJitter(c) {
-				f = c
+	default: // "additive:MAX" or "proportional:F", as String spells them (both round-trip exactly)
+		kind, arg, _ := strings.Cut(j.String(), ":")
+		if kind == "additive" {
+			amount, err := time.ParseDuration(arg)
+			if err != nil {
+				panic(err)
 			}
+			a, w = d, amount
+			break
 		}
-		if j == retry.ProportionalJitter(f) {
-			if f == 0 {
-				return d
-			}
-			x := float64(d) * (1 - f + 2*f*r.Float64())
-			if !(x < float64(maxDelay)) {
-				return maxDelay
-			}
-			return time.Duration(max(x, 0))
+		f, err := strconv.ParseFloat(arg, 64)
+		if err != nil {
+			panic(err)
 		}
-		for _, c := range []time.Duration{0, time.Second, 1 << 62, math.MaxInt64} {
-			if j == retry.AdditiveJitter(c) {
-				a, w = d, c
-			}
+		if f == 0 {
+			return d
 		}
+		x := float64(d) * (1 - f + 2*f*r.Float64())
+		if !(x < float64(maxDelay)) {
+			return maxDelay
+		}
+		return time.Duration(max(x, 0))
 	}
 	if w <= 0 || a >= maxDelay {
 		return min(a, maxDelay)

@@ -21,7 +21,10 @@
 // With the zero Policy, Initial is 1 s, Multiplier 2, MaxDelay 32 s and
 // random is drawn uniformly from 0..1000 ms anew for every wait: the
 // published cloud guidance (Memorystore, Cloud Storage, IoT Core). The waits
-// are 1 s + r, 2 s + r, 4 s + r, … until they reach 32 s. Reaching MaxDelay
+// are 1 s + r, 2 s + r, 4 s + r, … until they reach 32 s. The zero Jitter
+// draws random from 0..min(1 s, Initial): the published range at Initial
+// 1 s or more, scaled down with a smaller Initial (Initial 10 ms waits
+// 10..20 ms before the first retry). Reaching MaxDelay
 // ends the growth of the waits, not the retries: the loop then keeps waiting
 // MaxDelay between attempts until a stop rule ends it. Without jitter,
 // Initial 1 s, Multiplier 2, MaxDelay 4 s and 5 attempts give exactly the

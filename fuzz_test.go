@@ -2,6 +2,7 @@ package retry_test
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -52,6 +53,13 @@ func FuzzPolicy(f *testing.F) {
 		}
 		d := p.Delay(n, time.Duration(prev), nil)
 		lo, hi := p.Bounds(n)
+		// With a seeded source, Delay is the documented formula drawn with
+		// math/rand/v2's Int64N (see referenceDelay).
+		seed := uint64(initial) ^ uint64(amount)
+		r1, r2 := rand.New(rand.NewPCG(seed, 1)), rand.New(rand.NewPCG(seed, 1))
+		if got, want := p.Delay(n, time.Duration(prev), r1), referenceDelay(p, n, time.Duration(prev), r2); got != want {
+			t.Fatalf("%+v retry %d prev %v: Delay %v, reference %v", p, n, time.Duration(prev), got, want)
+		}
 		if d < 0 || d > capd || lo > hi || hi > capd || lo < 0 {
 			t.Fatalf("%+v retry %d: wait %v bounds [%v,%v] cap %v", p, n, d, lo, hi, capd)
 		}

@@ -17,13 +17,11 @@ import (
 // Authentication Required), which waiting cannot heal. Other 4xx are never
 // retried: waiting does not make an invalid request valid.
 func DefaultRetryStatus(code int) bool {
-	switch code {
-	case http.StatusRequestTimeout, http.StatusTooManyRequests:
-		return true
-	case http.StatusNotImplemented, http.StatusHTTPVersionNotSupported, http.StatusNetworkAuthenticationRequired:
-		return false
+	if code < 500 {
+		return code == http.StatusRequestTimeout || code == http.StatusTooManyRequests
 	}
-	return code >= 500 && code <= 599
+	return code <= 599 && code != http.StatusNotImplemented && code != http.StatusHTTPVersionNotSupported &&
+		code != http.StatusNetworkAuthenticationRequired
 }
 
 // idempotent reports whether method is idempotent per RFC 9110 9.2.2.

@@ -96,3 +96,32 @@ func ExampleMiddleware() {
 	fmt.Println(resp.StatusCode, resp.Header.Get(retryhttp.HeaderExhausted), "C calls:", cCalls.Load())
 	// Output: 503 1 C calls: 4
 }
+
+func ExampleExhausted() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+
+	// Client.Timeout wraps the body; the marks are in the header.
+	client := &http.Client{Timeout: time.Minute, Transport: &retryhttp.Transport{
+		Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: 3},
+	}}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, retryhttp.Attempts(resp), retryhttp.Exhausted(resp))
+	fmt.Println(resp.Header.Get(retryhttp.HeaderAttempt), resp.Header.Get(retryhttp.HeaderExhausted))
+
+	// A client that turns the response into an error value keeping only
+	// status and header (as googleapi.Error does) still carries them.
+	kept := &http.Response{StatusCode: resp.StatusCode, Header: resp.Header}
+	fmt.Println(retryhttp.Attempts(kept), retryhttp.Exhausted(kept))
+	// Output:
+	// 503 3 true
+	// 3 1
+	// 3 true
+}

@@ -541,23 +541,36 @@ func (c *opaqueCtx) Value(any) any { return nil }
 // Item 9: a panic inside an attempt does not leave the attempt's context
 // registered on the caller's.
 func TestPanicInAttemptCancelsItsContext(t *testing.T) {
-	ignore := goleak.IgnoreCurrent()
-	ctx := &opaqueCtx{done: make(chan struct{})}
-	defer close(ctx.done)
-	tr := &retryhttp.Transport{Policy: retry.Policy{AttemptTimeout: time.Hour},
-		Base: roundTripFunc(func(*http.Request) (*http.Response, error) { panic("boom") })}
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://127.0.0.1/x", nil)
-	func() {
-		defer func() {
-			if r := recover(); r != "boom" {
-				t.Fatalf("recovered %v; want the panic to propagate", r)
-			}
-		}()
-		tr.RoundTrip(req)
-	}()
-	// An attempt context left registered on ctx is watched by a goroutine
-	// until ctx ends, which it has not yet.
-	goleak.VerifyNone(t, ignore)
+	ok := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 503, Body: io.NopCloser(strings.NewReader("x")), Request: r}, nil
+	})
+	for _, tc := range []struct {
+		name string
+		tr   *retryhttp.Transport
+	}{
+		{"in Base", &retryhttp.Transport{Policy: retry.Policy{AttemptTimeout: time.Hour},
+			Base: roundTripFunc(func(*http.Request) (*http.Response, error) { panic("boom") })}},
+		{"in RetryStatus", &retryhttp.Transport{Policy: retry.Policy{AttemptTimeout: time.Hour},
+			Base: ok, RetryStatus: func(int) bool { panic("boom") }}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ignore := goleak.IgnoreCurrent()
+			ctx := &opaqueCtx{done: make(chan struct{})}
+			defer close(ctx.done)
+			req, _ := http.NewRequestWithContext(ctx, "GET", "http://127.0.0.1/x", nil)
+			func() {
+				defer func() {
+					if r := recover(); r != "boom" {
+						t.Fatalf("recovered %v; want the panic to propagate", r)
+					}
+				}()
+				tc.tr.RoundTrip(req)
+			}()
+			// An attempt context left registered on ctx is watched by a
+			// goroutine until ctx ends, which it has not yet.
+			goleak.VerifyNone(t, ignore)
+		})
+	}
 }
 
 // Issue 11: a success at the first attempt allocates nothing in the

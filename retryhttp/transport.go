@@ -143,7 +143,7 @@ type Transport struct {
 	// buffered and those requests are sent once.
 	MaxBufferedBody int64
 
-	policyValid atomic.Bool // Policy passed Validate (see firstOutsideLoop)
+	plain atomic.Uint32 // 0 until judgePolicy's verdict on Policy, then plainYes or plainNo
 }
 
 // NewClient returns an http.Client whose Transport is a [Transport] with
@@ -160,8 +160,8 @@ func (t *Transport) base() http.RoundTripper {
 }
 
 func (t *Transport) retryStatus(code int) bool {
-	if t.RetryStatus != nil {
-		return t.RetryStatus(code)
+	if f := t.RetryStatus; f != nil {
+		return f(code)
 	}
 	return DefaultRetryStatus(code)
 }
@@ -192,7 +192,7 @@ type call struct {
 	stream     bool           // too large to buffer: buf is its prefix, sent once
 	bodyUsed   bool           // the caller's body was handed to base or closed
 	exhaust    bool           // the last response says "already retried below"
-	replay     bool           // the next call of attempt returns first, first sends nothing
+	replay     bool           // the loop's next call of attempt returns firstResp, firstErr and sends nothing
 	buf        []byte         // buffered body or prefix of a streamed one
 	n          int            // attempts sent (base.RoundTrip called)
 	last       *http.Response // last retryable response, still open or buffered
@@ -203,7 +203,11 @@ type call struct {
 // RoundTrip sends req, retrying as described on [Transport].
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	if (req.Body == nil || req.Body == http.NoBody || req.GetBody != nil) && t.firstOutsideLoop() && ctx.Err() == nil {
+	plain := t.plain.Load()
+	if plain == 0 {
+		plain = t.judgePolicy()
+	}
+	if plain == plainYes && (req.Body == nil || req.Body == http.NoBody || req.GetBody != nil) && ctx.Err() == nil {
 		// The first attempt is made here, exactly as the loop would make
 		// it (the policy is plain: nothing to account, no clock to read,
 		// no context to make), with no state on the heap: a success costs
@@ -211,8 +215,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// this attempt's outcome as its own first attempt.
 		base := t.base()
 		resp, err := base.RoundTrip(req)
-		if err == nil && !t.retryStatus(resp.StatusCode) {
-			return resp, nil
+		if err == nil {
+			// t.retryStatus, inlined by hand.
+			if f := t.RetryStatus; f == nil && !DefaultRetryStatus(resp.StatusCode) || f != nil && !f(resp.StatusCode) {
+				return resp, nil
+			}
 		}
 		c := t.newCall(req, ctx, base)
 		c.n, c.bodyUsed = 1, req.Body != nil
@@ -241,25 +248,27 @@ func (t *Transport) newCall(req *http.Request, ctx context.Context, base http.Ro
 		idem: t.RetryNonIdempotent || idempotent(req.Method) || hasIdempotencyKey(req.Header)}
 }
 
-// firstOutsideLoop reports whether RoundTrip may make the first attempt
-// itself before handing over to retry.DoValue: the policy is valid and
-// plain, so that the loop would do nothing around that attempt but call
-// it (no Throttle, Budget, time budget, attempt timeout or Observer). The
-// policy's validity is checked once per Transport: its fields do not
-// change once it is in use.
-func (t *Transport) firstOutsideLoop() bool {
+// Values of Transport.plain.
+const (
+	plainYes = 1 + iota
+	plainNo
+)
+
+// judgePolicy decides whether RoundTrip may make the first attempt itself
+// before handing over to retry.DoValue: the policy is valid and plain, so
+// that the loop would do nothing around that attempt but call it (no
+// Throttle, Budget, time budget, attempt timeout or Observer). The verdict
+// is reached once per Transport, whose fields do not change once it is in
+// use, and stored in t.plain.
+func (t *Transport) judgePolicy() uint32 {
 	p := &t.Policy
-	if p.Throttle != nil || p.Budget != nil || p.MaxElapsed > 0 || p.AttemptTimeout > 0 || p.Observer != nil {
-		return false
+	v := uint32(plainNo)
+	if p.Throttle == nil && p.Budget == nil && p.MaxElapsed <= 0 && p.AttemptTimeout <= 0 && p.Observer == nil &&
+		p.Validate() == nil {
+		v = plainYes
 	}
-	if t.policyValid.Load() {
-		return true
-	}
-	if p.Validate() != nil {
-		return false
-	}
-	t.policyValid.Store(true)
-	return true
+	t.plain.Store(v)
+	return v
 }
 
 // loop runs the retry loop of c and turns its outcome into RoundTrip's.
@@ -432,14 +441,14 @@ func (c *call) tryTimed(d time.Duration, body io.ReadCloser) (*http.Response, er
 	if err != nil {
 		return nil, c.classify(r, err)
 	}
-	switch resp.Body {
-	case nil, http.NoBody:
+	if resp.Body == nil || resp.Body == http.NoBody {
 		// Nothing to read: the attempt's context can end now.
-	default:
-		resp.Body = newCancelBody(resp.Body, cancel)
-		handedOut = true
+		return c.judge(r, resp)
 	}
-	return c.judge(r, resp)
+	resp.Body = newCancelBody(resp.Body, cancel)
+	resp, err = c.judge(r, resp) // RetryStatus may panic: cancel then
+	handedOut = true
+	return resp, err
 }
 
 // judge decides what the loop sees for a response to request r.

@@ -1,13 +1,89 @@
-// Package retryredis integrates retrykit with go-redis v9.
+// Package retryredis makes retrykit the one retry layer of a go-redis v9
+// client (github.com/redis/go-redis/v9).
+//
+// A go-redis client already retries: with its defaults (MaxRetries 3,
+// 10 ms to 1 s apart) it repeats every command on EOF, dial and pool
+// errors, timeouts and LOADING, READONLY, MASTERDOWN, CLUSTERDOWN, TRYAGAIN
+// and NOREPLICAS replies, whether or not the command is safe to repeat. A
+// command written to the server whose reply is lost may have been applied:
+// repeating INCR, LPUSH or XADD then applies it twice. Measured through a
+// proxy that loses 20 % of the replies, 1,000 INCR calls left the counter
+// at 1,288 (see the README).
+//
+// [Instrument] replaces that layer with a [retry.Policy]: it refuses a
+// client whose MaxRetries is not -1 (two layers would multiply attempts)
+// and adds a hook that runs every command, pipeline and MULTI/EXEC
+// transaction through retry.Do, so the policy's waits, MaxAttempts,
+// MaxElapsed, AttemptTimeout, Budget, Throttle, Observer and Logger apply
+// as they do to any retry.Do call.
+//
+// # What is repeated
+//
+// A failed attempt is retried when the command:
+//   - never reached the server: a dial error, a pool timeout, or a write
+//     error of a single command (Redis runs only whole commands, and a
+//     failed write leaves the server with part of one); errors match
+//     [ErrNotSent];
+//   - was refused by the server without being run: LOADING, BUSY,
+//     TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY (a failover in
+//     progress), NOREPLICAS, or "ERR max number of clients reached";
+//   - was written but its reply was lost (EOF, reset, read timeout; errors
+//     match [ErrMaybeApplied]), and it is safe to repeat: read-only by the
+//     server's own command table (read once with COMMAND by Instrument,
+//     with a built-in table of Redis 7's read-only commands as fallback),
+//     harmless (PING, ECHO, TIME, INFO, LASTSAVE), an idempotent write of
+//     the list below, named by [WithIdempotent], or sent with a context from
+//     [MarkSafe].
+//
+// Idempotent writes: SET (with EX, PX, EXAT, PXAT, KEEPTTL or XX; not NX,
+// whose reply is the point of the call and would say "not set" after a
+// repeat of a successful call, not GET, and not options it does not know),
+// SETEX, PSETEX, MSET, DEL, UNLINK, HSET, HMSET, HDEL, SADD, SREM, ZADD
+// (not INCR or NX), ZREM, PFADD, LSET, SETRANGE, PERSIST, and EXPIRE,
+// PEXPIRE, EXPIREAT, PEXPIREAT (not NX). Their effect is the same after one
+// run or several; the reply to a repeat can differ (DEL counts 0 keys,
+// HSET 0 new fields), and relative expiries restart from the repeat.
+//
+// A pipeline or MULTI/EXEC transaction is repeated as a whole: when it was
+// not sent, or when every command in it (MULTI and EXEC aside) is safe. A
+// write error in a pipeline counts as "may have been applied", since
+// earlier commands may have been written whole.
+//
+// Never retried: replies that say the request itself is wrong (ERR,
+// WRONGTYPE, NOSCRIPT, EXECABORT, OOM, BUSYKEY, BUSYGROUP, ...): waiting
+// does not make an invalid request valid. Such a reply at the first attempt
+// is returned exactly as go-redis returns it (a redis.Error); redis.Nil is
+// a success. Every other failure is the *retry.Error of the loop, which
+// wraps a [*CommandError] (errors.Is and errors.As reach the client's
+// error, ErrNotSent or ErrMaybeApplied) and tells an enclosing retry loop
+// not to retry again (retry.IsExhausted).
+//
+// # Layers and what the wire sees
+//
+// Nothing is added to the commands: the server sees the same commands as
+// from the bare client, and a retry is a new send of the same command. With
+// MaxRetries -1 go-redis makes one attempt per call, so every attempt the
+// server sees is one the policy allowed. Dial retries inside one attempt
+// (Options.DialerRetries) stay: a failed dial sends nothing. In a
+// transaction started with Client.Watch, go-redis keeps the one connection
+// that holds the WATCH and never replaces it, so once that connection is
+// broken the retries fail at once without sending anything (a WATCH is
+// never bypassed). Instrument supports *redis.Client (including clients
+// from NewFailoverClient); cluster and ring clients, whose redirects retry
+// too, are not supported yet.
+//
+// The success path adds no allocation and no clock reading to a command
+// (see BenchmarkGet).
 //
 // # Sharing a budget across a fleet
 //
 // [ShareBudget] and [ShareThrottle] make a retry.Budget or retry.Throttle
 // in each process decide as one shared by every process that uses the
 // same key prefix on the same Redis (or Valkey, or Memorystore) server.
-// Requests never wait on Redis: each process decides from its own counts
-// plus the fleet's counts as of the last background sync (one EVALSHA
-// every 100 ms by default), and decides alone when Redis is slow or down.
-// The client is the caller's, configured as they need (AUTH, TLS, cluster,
-// Sentinel); see the README section "Sharing a budget across a fleet".
+// Requests never wait on the server: each process decides from its own
+// counts plus the fleet's counts as of the last background sync (one
+// EVALSHA every 100 ms by default), and decides alone while the server is
+// slow or down. The client is the caller's, configured as they need (AUTH,
+// TLS, cluster, Sentinel); see the README section "Sharing a budget across
+// a fleet".
 package retryredis

@@ -34,7 +34,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func newClient(t *testing.T, addr string) *redis.Client {
+func shareClient(t *testing.T, addr string) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 200 * time.Millisecond,
 		ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { c.Close() })
@@ -66,12 +66,12 @@ func TestShareBudgetTwoProcesses(t *testing.T) {
 	cfg := retry.BudgetConfig{Ratio: -1, MinPerSecond: 1, Window: 10 * time.Second} // reserve 10
 	b1, _ := retry.NewBudget(cfg)
 	b2, _ := retry.NewBudget(cfg)
-	s1, err := retryredis.ShareBudget(newClient(t, srv.Addr()), "t2p", b1)
+	s1, err := retryredis.ShareBudget(shareClient(t, srv.Addr()), "t2p", b1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s1.Close()
-	s2, err := retryredis.ShareBudget(newClient(t, srv.Addr()), "t2p", b2)
+	s2, err := retryredis.ShareBudget(shareClient(t, srv.Addr()), "t2p", b2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestShareBudgetTwoProcesses(t *testing.T) {
 func TestShareScriptFlushed(t *testing.T) {
 	srv := redistest.Start(t)
 	b, _ := retry.NewBudget(retry.BudgetConfig{})
-	s, err := retryredis.ShareBudget(newClient(t, srv.Addr()), "flush", b)
+	s, err := retryredis.ShareBudget(shareClient(t, srv.Addr()), "flush", b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestShareForeignData(t *testing.T) {
 			srv.Do("HSET", key, "a", "1e400", "b", "2.5")
 		}
 	}
-	s, err := retryredis.ShareBudget(newClient(t, srv.Addr()), "bad", b, retryredis.WithLogger(log))
+	s, err := retryredis.ShareBudget(shareClient(t, srv.Addr()), "bad", b, retryredis.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestShareFallbackAndRejoin(t *testing.T) {
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	b, _ := retry.NewBudget(retry.BudgetConfig{Ratio: -1, MinPerSecond: 1, Window: 10 * time.Second})
-	c := newClient(t, srv.Addr())
+	c := shareClient(t, srv.Addr())
 	s, err := retryredis.ShareBudget(c, "fb", b, retryredis.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +207,7 @@ func TestShareFallbackAndRejoin(t *testing.T) {
 	}
 	// Another process spent the whole fleet reserve.
 	other, _ := retry.NewBudget(retry.BudgetConfig{Ratio: -1, MinPerSecond: 1, Window: 10 * time.Second})
-	so, _ := retryredis.ShareBudget(newClient(t, srv.Addr()), "fb", other)
+	so, _ := retryredis.ShareBudget(shareClient(t, srv.Addr()), "fb", other)
 	waitFor(time.Second, so.Shared)
 	spent := 0
 	for end := time.Now().Add(5 * time.Second); spent < 10 && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {

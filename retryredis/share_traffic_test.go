@@ -37,7 +37,7 @@ func infoStats(t *testing.T, srv *redistest.Server) (cmds, in, out int64) {
 func TestShareSyncTraffic(t *testing.T) {
 	srv := redistest.Start(t)
 	b, _ := retry.NewBudget(retry.BudgetConfig{})
-	c := newClient(t, srv.Addr())
+	c := shareClient(t, srv.Addr())
 	// Connect and load the script first, then measure a steady state.
 	s, err := retryredis.ShareBudget(c, "traffic", b)
 	if err != nil {

@@ -35,7 +35,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func newClient(t *testing.T, addr string) valkey.Client {
+func shareClient(t *testing.T, addr string) valkey.Client {
 	c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}, DisableCache: true,
 		DisableRetry: true, Dialer: net.Dialer{Timeout: 100 * time.Millisecond}})
 	if err != nil {
@@ -70,12 +70,12 @@ func TestShareBudgetTwoProcesses(t *testing.T) {
 	cfg := retry.BudgetConfig{Ratio: -1, MinPerSecond: 1, Window: 10 * time.Second} // reserve 10
 	b1, _ := retry.NewBudget(cfg)
 	b2, _ := retry.NewBudget(cfg)
-	s1, err := retryvalkey.ShareBudget(newClient(t, srv.Addr()), "t2p", b1)
+	s1, err := retryvalkey.ShareBudget(shareClient(t, srv.Addr()), "t2p", b1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s1.Close()
-	s2, err := retryvalkey.ShareBudget(newClient(t, srv.Addr()), "t2p", b2)
+	s2, err := retryvalkey.ShareBudget(shareClient(t, srv.Addr()), "t2p", b2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestShareBudgetTwoProcesses(t *testing.T) {
 func TestShareScriptFlushed(t *testing.T) {
 	srv := redistest.Start(t)
 	b, _ := retry.NewBudget(retry.BudgetConfig{})
-	s, err := retryvalkey.ShareBudget(newClient(t, srv.Addr()), "flush", b)
+	s, err := retryvalkey.ShareBudget(shareClient(t, srv.Addr()), "flush", b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestShareForeignData(t *testing.T) {
 			srv.Do("HSET", key, "a", "1e400", "b", "2.5")
 		}
 	}
-	s, err := retryvalkey.ShareBudget(newClient(t, srv.Addr()), "bad", b, retryvalkey.WithLogger(log))
+	s, err := retryvalkey.ShareBudget(shareClient(t, srv.Addr()), "bad", b, retryvalkey.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestShareFallbackAndRejoin(t *testing.T) {
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	b, _ := retry.NewBudget(retry.BudgetConfig{Ratio: -1, MinPerSecond: 1, Window: 10 * time.Second})
-	c := newClient(t, srv.Addr())
+	c := shareClient(t, srv.Addr())
 	s, err := retryvalkey.ShareBudget(c, "fb", b, retryvalkey.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +211,7 @@ func TestShareFallbackAndRejoin(t *testing.T) {
 	}
 	// Another process spent the whole fleet reserve.
 	other, _ := retry.NewBudget(retry.BudgetConfig{Ratio: -1, MinPerSecond: 1, Window: 10 * time.Second})
-	so, _ := retryvalkey.ShareBudget(newClient(t, srv.Addr()), "fb", other)
+	so, _ := retryvalkey.ShareBudget(shareClient(t, srv.Addr()), "fb", other)
 	waitFor(time.Second, so.Shared)
 	spent := 0
 	for end := time.Now().Add(5 * time.Second); spent < 10 && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
@@ -255,7 +255,7 @@ func TestShareFallbackAndRejoin(t *testing.T) {
 
 func TestShareErrors(t *testing.T) {
 	srv := redistest.Start(t)
-	c := newClient(t, srv.Addr())
+	c := shareClient(t, srv.Addr())
 	b, _ := retry.NewBudget(retry.BudgetConfig{})
 	for name, f := range map[string]func() error{
 		"nil client":   func() error { _, err := retryvalkey.ShareBudget(nil, "p", b); return err },
@@ -292,7 +292,7 @@ func TestShareReadsFleetKeys(t *testing.T) {
 		srv.Do("HSET", key, "a", "0", "b", "9")
 		srv.Do("PEXPIRE", key, "20000")
 	}
-	s, err := retryvalkey.ShareBudget(newClient(t, srv.Addr()), "mixed", b)
+	s, err := retryvalkey.ShareBudget(shareClient(t, srv.Addr()), "mixed", b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,6 +52,14 @@ done
 step "examples/gcloud: the transport under the generated Cloud Storage client (local fake)"
 (cd examples/gcloud && go run .)
 
+step "examples/memorystore: retrygax/retrygrpc under the generated Memorystore client (gRPC and REST fakes)"
+(cd examples/memorystore && go run .)
+
+step "retrygrpc: allocations of a successful call (needs a run without -race: sync.Pool drops items under it)"
+(cd retrygrpc && go test -count=1 -run 'NoExtraAllocs' .)
+step "examples/otel: retry metrics through the OpenTelemetry Prometheus exporter (loopback; fails without the retry series)"
+(cd examples/otel && go run .)
+
 step "fuzz targets"
 bash scripts/fuzz.sh
 

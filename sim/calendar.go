@@ -325,7 +325,30 @@ func (sr *slotRun) outagePhase(l list) error {
 func (sr *slotRun) servePhase(l list) error {
 	st := sr.st
 	q := &st.q
-	capacity := int(min(int64(st.s.Capacity), l.n))
+	if l.n <= int64(st.s.Capacity) { // all accepted
+		for id := l.head; id != noChunk; {
+			ch := q.chunk(id)
+			m := q.clen
+			if id == l.tail {
+				m = int(l.tailN)
+			}
+			for i := 0; i < m; i++ {
+				if err := st.tick(); err != nil {
+					return err
+				}
+				st.sent(&ch[i], sr.now)
+				st.done = append(st.done, ch[i].t)
+				st.finished++
+			}
+			nx := q.pool.next[id]
+			q.put(id)
+			id = nx
+		}
+		sr.count += l.n
+		sr.r.requests += l.n
+		return nil
+	}
+	capacity := st.s.Capacity
 	h := st.sel[:0]
 	for id := l.head; id != noChunk; {
 		ch := q.chunk(id)

@@ -17,8 +17,8 @@ const (
 	successBytes  = 8          // one success time, for the percentiles
 	bucketBytes   = 96         // per slot with pending events: list, index entry, heap key
 	selectBytes   = eventBytes // per request a slot accepts (capacity model)
-	budgetBytes   = 176
-	loadBytes     = 16 // per slot of Result.Load: the series and its copy
+	budgetBytes   = 184        // per budget window (one per process, or one shared)
+	loadBytes     = 16         // per slot of Result.Load: the series and its copy
 	runtimeBytes  = 16 << 20
 	perClientBase = eventBytes + successBytes
 )

@@ -1,12 +1,14 @@
 package main_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +17,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -342,11 +345,20 @@ func TestBadInput(t *testing.T) {
 		{[]string{"schedule", "--format", "yaml"}, `--format "yaml"`},
 		{[]string{"schedule", "--samples", "0"}, "--samples 0"},
 		{[]string{"schedule", "--max-delay", "-1s"}, "--max-delay -1s"},
+		{[]string{"schedule", "--attempt-timeout", "1s"}, "--attempt-timeout"}, // schedule runs nothing
+		{[]string{"http", "-H", "Bad(Name): x", "http://127.0.0.1:1/"}, `"Bad(Name)" is not a valid header name`},
+		{[]string{"http", "-H", "X-A: a\x01b", "http://127.0.0.1:1/"}, "control character"},
+		{[]string{"http", "-o", "/nonexistent/dir/out", "http://127.0.0.1:1/"}, `-o "/nonexistent/dir/out"`},
+		{[]string{"help", "nosuch"}, `unknown command "nosuch"`},
+		{[]string{"completion", "nosuch"}, `unknown shell "nosuch"`},
+		{[]string{"completion"}, "want a shell"},
+		{[]string{"simulate", "--clients", "0"}, "--clients 0"},
+		{[]string{"simulate", "--initial", "5s", "--max-delay", "1s"}, "--max-delay 1s"},
 	} {
 		r := runRetry(t, "", c.args...)
-		if r.code != 2 || r.stdout != "" || strings.Count(r.stderr, "\n") != 1 ||
+		if r.code != 125 || r.stdout != "" || strings.Count(r.stderr, "\n") != 1 ||
 			!strings.HasPrefix(r.stderr, "retry: ") || !strings.Contains(r.stderr, c.want) {
-			t.Errorf("retry %q: exit %d, stdout %q, stderr %q; want exit 2 and one line naming %s", c.args, r.code, r.stdout, r.stderr, c.want)
+			t.Errorf("retry %q: exit %d, stdout %q, stderr %q; want exit 125 and one line naming %s", c.args, r.code, r.stdout, r.stderr, c.want)
 		}
 	}
 }
@@ -501,7 +513,8 @@ func TestDemo(t *testing.T) {
 	if r.code != 0 || r.stdout != "hello from the retry demo server\n" {
 		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
-	for _, s := range []string{"503 Service Unavailable", "429 Too Many Requests", "Retry-After: 1", "200 OK (3 attempts"} {
+	for _, s := range []string{"503 Service Unavailable", "429 Too Many Requests", "Retry-After: 1", "200 OK (3 attempts",
+		"demo: running: retry http --initial 10ms --jitter none http://127.0.0.1:"} {
 		if !strings.Contains(r.stderr, s) {
 			t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
 		}
@@ -516,13 +529,30 @@ func TestVersionAndCompletion(t *testing.T) {
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "retry devel (go") {
 		t.Errorf("version: exit %d, %q", r.code, r.stdout)
 	}
+	if v := runRetry(t, "", "--version"); v.code != 0 || v.stdout != r.stdout {
+		t.Errorf("--version: exit %d, %q; want %q as retry version prints", v.code, v.stdout, r.stdout)
+	}
 	r = runRetry(t, "", "completion", "bash")
 	if r.code != 0 || !strings.Contains(r.stdout, "bash completion") {
 		t.Errorf("completion: exit %d, %.200q", r.code, r.stdout)
 	}
 	r = runRetry(t, "", "http", "--help")
-	if r.code != 0 || !strings.Contains(r.stdout, "--idempotency-key") || !strings.Contains(r.stdout, "22") {
+	if r.code != 0 || !strings.Contains(r.stdout, "--idempotency-key") || !strings.Contains(r.stdout, "22") ||
+		!strings.Contains(r.stdout, "125 for bad input") {
 		t.Errorf("help: exit %d", r.code)
+	}
+	if h := runRetry(t, "", "help", "http"); h.code != 0 || h.stdout != r.stdout {
+		t.Errorf("help http: exit %d, %.100q", h.code, h.stdout)
+	}
+	// schedule lists only the flags that do something there.
+	r = runRetry(t, "", "schedule", "--help")
+	for _, f := range []string{"--attempt-timeout", "--verbose", "--quiet", "--log-format"} {
+		if strings.Contains(r.stdout, f) {
+			t.Errorf("schedule --help lists %s, which does nothing there", f)
+		}
+	}
+	if !strings.Contains(r.stdout, "--max-elapsed") || !strings.Contains(r.stdout, "--jitter") {
+		t.Errorf("schedule --help lacks its policy flags: %s", r.stdout)
 	}
 }
 
@@ -574,5 +604,196 @@ func TestCommandGivingUpElapsed(t *testing.T) {
 	if r.code != 143 || !strings.Contains(r.stderr, "giving up after 1 attempt in ") ||
 		!strings.Contains(r.stderr, "last attempt: timed out after 100ms, exit 143") {
 		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// counting is a loopback server that counts requests and answers 503.
+type counting struct{ n atomic.Int32 }
+
+func (c *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.n.Add(1)
+	http.Error(w, "busy", http.StatusServiceUnavailable)
+}
+
+// -o is checked before the first request: a file that cannot be written
+// sends nothing; an existing file is left alone and a created one removed
+// when no response arrives.
+func TestHTTPOutputCheckedFirst(t *testing.T) {
+	c := &counting{}
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	dir := t.TempDir()
+	for _, out := range []string{filepath.Join(dir, "missing", "out"), dir} {
+		r := runRetry(t, "", args(fast, []string{"http", "-o", out, srv.URL})...)
+		if r.code != 125 || c.n.Load() != 0 || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("-o %s: exit %d, %d requests sent, stderr %q; want 125 and none sent", out, r.code, c.n.Load(), r.stderr)
+		}
+	}
+	url := srv.URL
+	srv.Close()
+	existing := filepath.Join(dir, "existing")
+	os.WriteFile(existing, []byte("keep"), 0o644)
+	created := filepath.Join(dir, "created")
+	for _, out := range []string{existing, created} {
+		if r := runRetry(t, "", args(fast, []string{"http", "--attempts", "1", "-o", out, url})...); r.code != 7 {
+			t.Errorf("refused: exit %d, want 7", r.code)
+		}
+	}
+	if b, err := os.ReadFile(existing); err != nil || string(b) != "keep" {
+		t.Errorf("existing file now %q, %v: want it untouched when no response arrived", b, err)
+	}
+	if _, err := os.Stat(created); !os.IsNotExist(err) {
+		t.Errorf("-o created a file although no response arrived: %v", err)
+	}
+}
+
+// rawServer answers every connection on 127.0.0.1 with resp, verbatim,
+// after reading the request head.
+func rawServer(t *testing.T, resp string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			br := bufio.NewReader(c)
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil || line == "\r\n" {
+					break
+				}
+			}
+			io.WriteString(c, resp)
+			c.Close()
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/"
+}
+
+// Nothing a server sends reaches the terminal raw: status reason, headers
+// (-v) and error messages are printed with control characters escaped.
+func TestHTTPEscapesNetworkText(t *testing.T) {
+	url := rawServer(t, "HTTP/1.1 404 Not\x1b]0;pwned\x07 Found\r\nX-Evil: a\u009b2Jb\u202ec\r\nContent-Length: 2\r\nConnection: close\r\n\r\nno")
+	r := runRetry(t, "", args(fast, []string{"http", "-v", url})...)
+	if r.code != 22 || r.stdout != "no" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if strings.ContainsAny(r.stderr, "\x1b\x07\u202e\u009b") {
+		t.Errorf("raw control characters on stderr: %q", r.stderr)
+	}
+	for _, s := range []string{`404 Not\x1b]0;pwned\x07 Found`, `< X-Evil: a\u009b2Jb\u202ec`} {
+		if !strings.Contains(r.stderr, s) {
+			t.Errorf("stderr lacks %s: %q", s, r.stderr)
+		}
+	}
+	// A header net/http refuses: the error message quotes it, escaped.
+	bad := rawServer(t, "HTTP/1.1 200 OK\r\nX-Evil: a\x1b[2Jb\r\nContent-Length: 2\r\n\r\nno")
+	r = runRetry(t, "", args(fast, []string{"http", "--attempts", "1", bad})...)
+	if r.code != 7 || strings.Contains(r.stderr, "\x1b") || !strings.Contains(r.stderr, `a\x1b[2Jb`) {
+		t.Errorf("malformed header: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = runRetry(t, "", args(fast, []string{"http", "--log-format", "json", url})...)
+	if strings.Contains(r.stderr, `\u001b`) || !strings.Contains(r.stderr, `\\x1b]0;pwned`) {
+		t.Errorf("json: %q: want the control characters escaped in the message", r.stderr)
+	}
+}
+
+// A body printed to a terminal shows control characters escaped (newline
+// and tab kept); to a pipe or file it is passed unchanged.
+func TestHTTPBodyOnTerminal(t *testing.T) {
+	body := "a\x1b[31mb\tc\r\nd\u009be\xffok\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body) }))
+	defer srv.Close()
+	if r := runRetry(t, "", "http", srv.URL); r.code != 0 || r.stdout != body {
+		t.Errorf("pipe: exit %d, stdout %q, want the exact body", r.code, r.stdout)
+	}
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	defer ptmx.Close()
+	cmd := exec.Command(bin(t), "http", srv.URL)
+	cmd.Stdout = tty
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tty.Close()
+	var out bytes.Buffer
+	copied := make(chan struct{})
+	go func() { io.Copy(&out, ptmx); close(copied) }()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("no exit within 10s")
+	}
+	<-copied
+	want := `a\x1b[31mb` + "\tc\r\r\n" + `d\u009be\xffok` // the terminal turns \n into \r\n
+	if err != nil || !strings.Contains(out.String(), want) || strings.ContainsAny(out.String(), "\x1b\u009b") {
+		t.Errorf("terminal: %v, %q; want %q", err, out.String(), want)
+	}
+}
+
+// --attempt-timeout bounds the body of the printed response too: a body
+// that stalls ends the run with exit 7, keeping what arrived.
+func TestHTTPAttemptTimeoutBoundsBody(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		io.WriteString(w, "partial")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	r := runRetry(t, "", args(fast, []string{"http", "--attempt-timeout", "500ms", srv.URL})...)
+	if r.code != 7 || r.stdout != "partial" || !strings.Contains(r.stderr, "reading the body: --attempt-timeout 500ms passed (7 bytes written)") {
+		t.Errorf("exit %d after %v, stdout %q, stderr %q", r.code, r.took, r.stdout, r.stderr)
+	}
+	if r.took > 5*time.Second {
+		t.Errorf("took %v: the stalled body was not bounded", r.took)
+	}
+}
+
+// -v says why a POST that got a retryable status was not retried.
+func TestHTTPPostVerboseSaysWhy(t *testing.T) {
+	f := &flaky{fail: 1, status: http.StatusServiceUnavailable}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	r := runRetry(t, "", args(fast, []string{"http", "-v", "-d", "x=1", srv.URL})...)
+	if r.code != 22 || !strings.Contains(r.stderr, "not retried: POST without an idempotency key may have been processed") {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// The cumulative maximum saturates instead of wrapping negative.
+func TestScheduleHugeDurations(t *testing.T) {
+	r := runRetry(t, "", "schedule", "--initial", "1000h", "--max-delay", "2000000h", "--multiplier", "10", "--attempts", "8", "--jitter", "none")
+	if r.code != 0 || strings.Contains(r.stdout, "-") || !strings.Contains(r.stdout, ">2562047h47m16.854s") {
+		t.Errorf("exit %d:\n%s", r.code, r.stdout)
+	}
+	r = runRetry(t, "", "schedule", "--initial", "1000h", "--max-delay", "2000000h", "--multiplier", "10", "--attempts", "8", "--jitter", "none", "--format", "json")
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || len(rows) != 7 {
+		t.Fatalf("%v: %s", err, r.stdout)
+	}
+	for i, row := range rows {
+		if c := row["cumulative_max_ms"].(float64); c <= 0 || i > 0 && c < rows[i-1]["cumulative_max_ms"].(float64) {
+			t.Errorf("row %d: cumulative_max_ms %v", i+1, c)
+		}
 	}
 }

@@ -108,11 +108,9 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 		var cs *cmdStatus
 		return errors.As(err, &cs) && (codes == nil || codes[cs.code])
 	}
-	p.Observer = retry.ObserverFunc(func(_ context.Context, ev retry.Event) {
-		if ev.Kind == retry.EventRetry {
-			rep.retrying(ev, ev.Err.Error())
-		}
-	})
+	rep.failure = func(err error) string { return err.Error() }
+	rep.attempt = func(n int) string { return fmt.Sprintf("attempt %d: running %s", n, strings.Join(args, " ")) }
+	p.Observer = rep
 	rep.infof("%s", describe(p))
 	last := 0
 	attempt := 0
@@ -131,7 +129,6 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 		} // later attempts: nil Stdin is /dev/null
 		c.Stdout, c.Stderr = stdout, stderr
 		jc.prepare(c)
-		rep.infof("attempt %d: running %s", attempt, strings.Join(args, " "))
 		st.mu.Lock()
 		if st.sig != nil {
 			st.mu.Unlock()

@@ -295,11 +295,8 @@ func doHTTP(ctx context.Context, p retry.Policy, pf *policyFlags, req *http.Requ
 		return &exitError{code: code}
 	}
 
-	p.Observer = retry.ObserverFunc(func(_ context.Context, ev retry.Event) {
-		if ev.Kind == retry.EventRetry {
-			rep.retrying(ev, failure(ev.Err))
-		}
-	})
+	rep.failure = failure
+	p.Observer = rep
 	rep.infof("%s", describe(p))
 	rep.infof("%s %s", req.Method, req.URL.Redacted())
 	if !idempotentMethod(req.Method) && req.Header.Get("Idempotency-Key") == "" && req.Header.Get("X-Idempotency-Key") == "" {

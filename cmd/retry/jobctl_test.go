@@ -207,6 +207,21 @@ func TestTerminalForegroundAndCtrlC(t *testing.T) {
 			t.Errorf("exit %d, terminal %q: want 130, no retry", code, out)
 		}
 	})
+	// Ctrl-Z stops the command's group; retry passes the stop on (its own
+	// stop is discarded here, where the test makes its group orphaned, as
+	// POSIX says) and continues the command: it is never left stopped with
+	// retry waiting for it.
+	t.Run("Ctrl-Z", func(t *testing.T) {
+		term := startOnTerminal(t, "--", "sh", "-c", `echo ready; read x; echo "got $x"`)
+		term.waitFor("ready")
+		time.Sleep(50 * time.Millisecond) // let sh block in read
+		io.WriteString(term.ptmx, "\x1a")
+		time.Sleep(100 * time.Millisecond) // let the stop land
+		io.WriteString(term.ptmx, "hi\n")
+		if code := term.finish(); code != 0 || !strings.Contains(term.output(), "got hi") {
+			t.Errorf("exit %d, terminal %q", code, term.output())
+		}
+	})
 	t.Run("Ctrl-C during a wait", func(t *testing.T) {
 		term := startOnTerminal(t, "--initial", "30s", "--jitter", "none", "--", "sh", "-c", "exit 1")
 		term.waitFor("retrying in")

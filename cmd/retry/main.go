@@ -45,13 +45,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // exitStatus is the exit status for an error a subcommand returned: its
-// ExitCode, exitUsage for any usage error (simulate's included), 1 if it
-// names none.
+// ExitCode (exitUsage for every usage error), or 1 if it names none.
 func exitStatus(err error) int {
-	var ue usageError
-	if errors.As(err, &ue) {
-		return exitUsage
-	}
 	var ec interface{ ExitCode() int }
 	if errors.As(err, &ec) {
 		return ec.ExitCode()

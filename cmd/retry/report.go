@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,9 +24,28 @@ type reporter struct {
 	verbose bool
 	log     *slog.Logger // json format only
 
+	// Set by the subcommand before the reporter observes a loop:
+	failure func(error) string // describes a failed attempt's error in the retry line
+	attempt func(n int) string // with -v, the line printed as attempt n starts; nil: none
+
 	mu   sync.Mutex
 	stop chan struct{} // closes the running countdown
 	done chan struct{} // closed when the countdown has erased its line
+}
+
+// Observe makes the reporter the retry loop's Observer (Policy.Observer),
+// the one way the CLI learns what the loop does: each attempt (a line with
+// -v, when r.attempt is set) and each retry (the retry line or countdown).
+// It is called on the loop's goroutine.
+func (r *reporter) Observe(_ context.Context, ev retry.Event) {
+	switch ev.Kind {
+	case retry.EventAttempt:
+		if r.attempt != nil && r.verbose {
+			r.infof("%s", r.attempt(ev.Attempt))
+		}
+	case retry.EventRetry:
+		r.retrying(ev, r.failure(ev.Err))
+	}
 }
 
 func newReporter(w io.Writer, pf *policyFlags) *reporter {

@@ -127,6 +127,7 @@ func newHelpCmd(root *cobra.Command) *cobra.Command {
 			if err != nil || c == nil || len(rest) > 0 {
 				return usagef("help: unknown command %q (see retry --help)", strings.Join(args, " "))
 			}
+			c.InitDefaultHelpFlag()
 			return c.Help()
 		},
 	}

@@ -419,7 +419,7 @@ func parseMaxMemory(s string) (int64, error) {
 	num := strings.TrimRight(s, "KMGTiBb")
 	unit := strings.TrimSuffix(strings.TrimSuffix(s[len(num):], "B"), "i")
 	v, err := strconv.ParseFloat(num, 64)
-	if err != nil || !(v > 0) {
+	if err != nil || !(v > 0) || math.IsInf(v, 0) {
 		return 0, errors.New("want a positive size such as 512MiB or 4GiB, or none")
 	}
 	shift, ok := map[string]uint{"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[unit]

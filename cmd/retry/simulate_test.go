@@ -194,7 +194,7 @@ func TestParseMaxMemory(t *testing.T) {
 			t.Errorf("parseMaxMemory(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"-1GiB", "0", "4XB", "GiB", "lots"} {
+	for _, in := range []string{"-1GiB", "0", "4XB", "GiB", "lots", "Inf", "NaN"} {
 		if _, err := parseMaxMemory(in); err == nil {
 			t.Errorf("parseMaxMemory(%q) accepted", in)
 		}
@@ -249,4 +249,21 @@ func TestProgressBar(t *testing.T) {
 	if q := newProgress(&b, 100); q.on {
 		t.Error("a buffer is seen as a terminal")
 	}
+}
+
+// FuzzParseMaxMemory: --max-memory never panics and yields a positive
+// limit, "no limit" (-1) or an error.
+func FuzzParseMaxMemory(f *testing.F) {
+	for _, s := range []string{"", "none", "4GiB", "512MiB", "1.5K", "0", "-1", "1e30T", "NaNGiB", "Inf", "GiB", "4XB", "9223372036854775807"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := parseMaxMemory(s)
+		if err == nil && v <= 0 && v != -1 {
+			t.Fatalf("parseMaxMemory(%q) = %d, nil", s, v)
+		}
+		if err != nil && (err.Error() == "" || strings.Contains(err.Error(), "\n")) {
+			t.Fatalf("parseMaxMemory(%q): error %q", s, err)
+		}
+	})
 }

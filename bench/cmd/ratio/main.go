@@ -2,9 +2,9 @@
 // per workload, retrykit's median time per operation, the best peer's, and
 // their ratio (below 1 means retrykit is faster). Sub-benchmarks must be
 // named Benchmark<Workload>/lib=<name>. Baselines are never counted as
-// peers: lib=nethttp (the plain net/http client) and lib=floor (the
-// hand-written delay arithmetic); where a workload has a floor, a second
-// table gives retrykit's ratio to it.
+// peers: lib=nethttp (the plain net/http client), lib=grpc (a bare gRPC
+// call) and lib=floor (the hand-written delay arithmetic); where a workload
+// has a floor, a second table gives retrykit's ratio to it.
 //
 // Usage: go run ./cmd/ratio results/bench-*.txt (or standard input).
 package main
@@ -26,7 +26,7 @@ var allocs = regexp.MustCompile(`([0-9.]+) allocs/op`)
 type sample struct{ ns, allocs []float64 }
 
 // baseline names the libraries that are reference points, not peers.
-var baseline = map[string]bool{"nethttp": true, "floor": true}
+var baseline = map[string]bool{"nethttp": true, "grpc": true, "floor": true}
 
 func median(v []float64) float64 {
 	if len(v) == 0 {

@@ -1,0 +1,93 @@
+package retrygax
+
+import (
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/googleapis/gax-go/v2/apierror"
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retryhttp"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// verdict is what an attempt's error says about retrying.
+type verdict struct {
+	retry     bool          // the status is one that is retried
+	exhausted bool          // a lower retrykit layer already gave up
+	overload  bool          // the backend said it is overloaded (for a Throttle)
+	hint      time.Duration // the server's least wait, when hasHint
+	hasHint   bool
+}
+
+// judge reads err as gax returns it: an *apierror.APIError around a gRPC
+// status or a *googleapi.Error, or anything a lower layer returned.
+func (c *config) judge(err error, now time.Time) verdict {
+	var v verdict
+	if retry.IsExhausted(err) {
+		v.exhausted = true
+	}
+	var gerr *googleapi.Error
+	if errors.As(err, &gerr) {
+		// REST. Checked first: an APIError made from a *googleapi.Error
+		// also reports a gRPC status mapped from the HTTP code.
+		v.overload = gerr.Code == http.StatusTooManyRequests || gerr.Code == http.StatusServiceUnavailable
+		if gerr.Header.Get(retryhttp.HeaderExhausted) != "" {
+			v.exhausted = true
+		}
+		v.retry = c.httpStatus(gerr.Code)
+		if ra := gerr.Header.Get("Retry-After"); ra != "" {
+			if d, ok := retryhttp.ParseRetryAfter(ra, now); ok {
+				v.hint, v.hasHint = d, true
+			}
+		}
+	} else if s, ok := status.FromError(err); ok {
+		code := s.Code()
+		v.overload = code == codes.Unavailable || code == codes.ResourceExhausted || code == codes.DeadlineExceeded
+		v.retry = c.retriesCode(code)
+	}
+	if d, ok := retryInfo(err); ok {
+		v.hint, v.hasHint = max(v.hint, d), true
+	}
+	return v
+}
+
+// retryInfo returns the retry_delay of a google.rpc.RetryInfo in err's
+// details (an APIError's parsed details, for both transports, or the gRPC
+// status). An invalid delay is ignored; a negative one counts as 0.
+func retryInfo(err error) (time.Duration, bool) {
+	var ri *errdetails.RetryInfo
+	var ae *apierror.APIError
+	if errors.As(err, &ae) {
+		ri = ae.Details().RetryInfo
+	} else if s, ok := status.FromError(err); ok && len(s.Proto().GetDetails()) > 0 {
+		for _, d := range s.Details() {
+			if x, ok := d.(*errdetails.RetryInfo); ok {
+				ri = x
+				break
+			}
+		}
+	}
+	if ri.GetRetryDelay() == nil || ri.GetRetryDelay().CheckValid() != nil {
+		return 0, false
+	}
+	return max(ri.GetRetryDelay().AsDuration(), 0), true
+}
+
+// addJitter adds a uniform random 0..min(1 s, d/10) to a server's delay,
+// saturating, so that clients told the same delay do not return together.
+func addJitter(d time.Duration) time.Duration {
+	j := min(time.Second, d/10)
+	if j <= 0 {
+		return d
+	}
+	j = rand.N(j + 1)
+	if d > 1<<63-1-j {
+		return 1<<63 - 1
+	}
+	return d + j
+}

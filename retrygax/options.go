@@ -1,0 +1,85 @@
+package retrygax
+
+import (
+	"time"
+
+	"github.com/retrykit/retry/retryhttp"
+	"google.golang.org/grpc/codes"
+)
+
+// DefaultMaxServerDelay is the longest wait a server may ask for through
+// Retry-After or google.rpc.RetryInfo; a server that asks for more gets its
+// error returned at once, as retryhttp does.
+const DefaultMaxServerDelay = 5 * time.Minute
+
+// Option configures WithPolicy. No options means: retry gRPC UNAVAILABLE
+// and RESOURCE_EXHAUSTED, REST statuses that retryhttp.DefaultRetryStatus
+// accepts (408, 429, 5xx except 501, 505, 511), and honour server delays
+// up to DefaultMaxServerDelay.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithCodes replaces the gRPC status codes that are retried (by default
+// UNAVAILABLE and RESOURCE_EXHAUSTED, which say the server did not process
+// the call). OK and codes outside 0..16 are ignored.
+func WithCodes(cs ...codes.Code) Option {
+	return optionFunc(func(c *config) {
+		c.codes, c.codesSet = 0, true
+		for _, code := range cs {
+			if code > codes.OK && code <= codes.Unauthenticated {
+				c.codes |= 1 << code
+			}
+		}
+	})
+}
+
+// WithHTTPStatus replaces the rule that says which REST status codes are
+// retried; nil means retryhttp.DefaultRetryStatus. A generated client's
+// REST transport sends creates, updates and deletes as POST, PATCH and
+// DELETE: for a method that is not safe to repeat, retry only what the
+// server refused unprocessed, for example
+// WithHTTPStatus(func(code int) bool { return code == 429 }).
+func WithHTTPStatus(retry func(code int) bool) Option {
+	return optionFunc(func(c *config) { c.httpStatus = retry })
+}
+
+// WithMaxServerDelay sets the longest wait honoured from a REST
+// Retry-After header or a google.rpc.RetryInfo detail; a server that asks
+// for more gets its error returned at once. Zero means
+// DefaultMaxServerDelay (5 min); negative means server delays are ignored.
+func WithMaxServerDelay(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.maxServerDelay = d })
+}
+
+type config struct {
+	codes          uint32
+	codesSet       bool
+	httpStatus     func(int) bool
+	maxServerDelay time.Duration
+}
+
+func newConfig(opts []Option) config {
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	if !c.codesSet {
+		c.codes = 1<<codes.Unavailable | 1<<codes.ResourceExhausted
+	}
+	if c.httpStatus == nil {
+		c.httpStatus = retryhttp.DefaultRetryStatus
+	}
+	if c.maxServerDelay == 0 {
+		c.maxServerDelay = DefaultMaxServerDelay
+	}
+	return c
+}
+
+func (c *config) retriesCode(code codes.Code) bool {
+	return code <= codes.Unauthenticated && c.codes&(1<<code) != 0
+}

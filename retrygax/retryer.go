@@ -1,0 +1,205 @@
+package retrygax
+
+import (
+	"context"
+	"time"
+
+	"github.com/googleapis/gax-go/v2"
+	"github.com/retrykit/retry"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// WithPolicy returns a gax.CallOption that makes retrykit the retry layer
+// of a generated Google Cloud client method: like gax.WithRetry, it sets
+// the call's Retryer, built fresh for each call from p, so that one
+// option serves any number of calls at once.
+//
+// Retried: gRPC UNAVAILABLE and RESOURCE_EXHAUSTED (WithCodes replaces
+// them), and REST errors (*googleapi.Error, also inside an
+// *apierror.APIError) whose status retryhttp.DefaultRetryStatus accepts:
+// 408, 429 and 5xx except 501, 505 and 511 (WithHTTPStatus replaces the
+// rule). Other errors, including network errors that gax reports without
+// a status, end the call, as gax's own Retryers do. A google.rpc.RetryInfo
+// detail (either transport) and a REST Retry-After header set the least
+// wait, capped (WithMaxServerDelay) and jittered as in retryhttp. An
+// error that a lower retrykit layer already gave up on (a *retry.Error, or
+// a REST response carrying retryhttp.HeaderExhausted) is not retried
+// unless p.RetryExhausted.
+//
+// Replace, do not add to, the client's own retry settings, method by
+// method, so that exactly one layer retries:
+//
+//	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+//
+// (WithPolicy replaces any earlier gax.WithRetry in the list, since the
+// last Retry setting wins; keeping the generated gax.WithTimeout is fine.)
+//
+// What gax lets a Retryer see, and so what applies: p's waits (Initial,
+// Multiplier, MaxDelay, Jitter), MaxAttempts, MaxElapsed (counted from the
+// start of the call), Retryable (consulted after the rules above, which it
+// cannot widen), Budget (each call counts as a first attempt, each retry
+// asks the budget) and Throttle (asked before each retry; a rejected retry
+// costs an attempt and a wait, as in retry.Do, without a request). A
+// Retryer gets no context: a wait that would pass the context's deadline
+// is not refused in advance (gax's sleep ends at the deadline and gax
+// returns the context's error), and AttemptTimeout is not applied (use
+// gax.WithTimeout). When it gives up, gax returns the last error
+// unchanged, not a *retry.Error. Logger is not used.
+//
+// Observer: told EventAttempt, EventRetry, EventThrottled,
+// EventBudgetRefused and EventDone (with the *retry.Error it would have
+// returned) as retry.Do tells them, with context.Background(); EventAttempt
+// of a retry is reported when the retry is granted, before its wait. A
+// successful end (EventDone with a nil Err) and the Throttle's count of
+// accepted attempts are reported through grpc.OnFinish, which this option
+// adds to the call's gRPC options when p has an Observer or a Throttle:
+// on a REST transport, and when a later gax.WithGRPCOptions replaces the
+// gRPC options, successes are not seen (put the Throttle on the REST
+// client's HTTP transport instead: a retryhttp.Transport with
+// MaxAttempts 1).
+//
+// An invalid p (see p.Validate) retries nothing.
+func WithPolicy(p retry.Policy, opts ...Option) gax.CallOption {
+	o := &policyOption{p: p, c: newConfig(opts), valid: p.Validate() == nil}
+	o.maxAttempts = p.MaxAttempts
+	if o.maxAttempts == 0 {
+		o.maxAttempts = retry.DefaultMaxAttempts
+	}
+	o.plain = func() gax.Retryer { return &retryer{o: o, n: 1} }
+	return o
+}
+
+type policyOption struct {
+	p           retry.Policy
+	c           config
+	valid       bool
+	maxAttempts int
+	plain       func() gax.Retryer // for calls that need no state before the first failure
+}
+
+// Resolve sets the call's Retryer. gax calls it once per call, before the
+// first attempt.
+func (o *policyOption) Resolve(s *gax.CallSettings) {
+	if !o.valid {
+		s.Retry = nil
+		return
+	}
+	p := &o.p
+	if p.Budget != nil {
+		p.Budget.RecordAttempt()
+	}
+	if p.Observer != nil {
+		p.Observer.Observe(context.Background(), retry.Event{Kind: retry.EventAttempt, Attempt: 1, MaxAttempts: o.maxAttempts})
+	}
+	if p.MaxElapsed <= 0 && p.Throttle == nil && p.Observer == nil {
+		s.Retry = o.plain
+		return
+	}
+	r := &retryer{o: o, n: 1, start: time.Now()}
+	s.Retry = func() gax.Retryer { return r }
+	if p.Throttle != nil || p.Observer != nil {
+		s.GRPC = append(s.GRPC[:len(s.GRPC):len(s.GRPC)], grpc.OnFinish(r.finish))
+	}
+}
+
+// retryer is the state of one call.
+type retryer struct {
+	o      *policyOption
+	n      int           // attempts made (sent or throttled)
+	prev   time.Duration // the previous computed wait
+	waited time.Duration // total of the waits granted
+	start  time.Time     // start of the call, or of the first failure
+}
+
+// finish is told each gRPC attempt's outcome (grpc.OnFinish).
+func (r *retryer) finish(err error) {
+	p := &r.o.p
+	if p.Throttle != nil {
+		c := status.Code(err)
+		p.Throttle.Record(err == nil || !(c == codes.Unavailable || c == codes.ResourceExhausted || c == codes.DeadlineExceeded))
+	}
+	if err == nil && p.Observer != nil {
+		p.Observer.Observe(context.Background(), retry.Event{Kind: retry.EventDone, Attempt: r.n, MaxAttempts: r.o.maxAttempts, Waited: r.waited})
+	}
+}
+
+// Retry implements gax.Retryer: it is called after each failed attempt.
+func (r *retryer) Retry(err error) (time.Duration, bool) {
+	o, p := r.o, &r.o.p
+	now := time.Now()
+	if r.start.IsZero() {
+		r.start = now // as retry.Error.Elapsed without MaxElapsed
+	}
+	elapsed := now.Sub(r.start)
+	v := o.c.judge(err, now)
+	switch {
+	case v.exhausted && !p.RetryExhausted:
+		return r.giveUp(err, retry.ReasonExhausted, elapsed)
+	case !v.retry:
+		return r.giveUp(err, retry.ReasonPermanent, elapsed)
+	case p.Retryable != nil && !p.Retryable(err):
+		return r.giveUp(err, retry.ReasonPermanent, elapsed)
+	}
+	var hint time.Duration
+	if v.hasHint && o.c.maxServerDelay >= 0 {
+		if v.hint > o.c.maxServerDelay {
+			return r.giveUp(err, retry.ReasonPermanent, elapsed)
+		}
+		hint = addJitter(v.hint)
+	}
+	var total time.Duration // waits granted by this call of Retry
+	for {
+		if o.maxAttempts != retry.Unlimited && r.n >= o.maxAttempts {
+			return r.giveUp(err, retry.ReasonAttempts, elapsed)
+		}
+		d := p.Delay(r.n-1, r.prev, nil)
+		r.prev = d
+		if total == 0 && hint > d {
+			d = hint
+		}
+		if p.MaxElapsed > 0 && d > p.MaxElapsed-elapsed-total {
+			return r.giveUp(err, retry.ReasonTimeBudget, elapsed)
+		}
+		if p.Budget != nil && !p.Budget.AllowRetry() {
+			r.emit(retry.Event{Kind: retry.EventBudgetRefused, Attempt: r.n, Err: err, Waited: r.waited + total, Elapsed: elapsed})
+			return r.giveUp(err, retry.ReasonBudget, elapsed)
+		}
+		r.emit(retry.Event{Kind: retry.EventRetry, Attempt: r.n, Err: err, Delay: d, Waited: r.waited + total, Elapsed: elapsed})
+		total = addSat(total, d)
+		r.n++
+		if p.Throttle == nil || p.Throttle.Allow() {
+			break
+		}
+		// Rejected locally: the attempt counts, nothing is sent, and the
+		// loop goes on as after any failure.
+		err = retry.ErrThrottled
+		r.emit(retry.Event{Kind: retry.EventThrottled, Attempt: r.n, Err: err})
+	}
+	r.waited = addSat(r.waited, total)
+	r.emit(retry.Event{Kind: retry.EventAttempt, Attempt: r.n})
+	return total, true
+}
+
+func (r *retryer) giveUp(err error, reason retry.Reason, elapsed time.Duration) (time.Duration, bool) {
+	if r.o.p.Observer != nil {
+		e := &retry.Error{Attempts: r.n, Elapsed: elapsed, Reason: reason, Err: err}
+		r.emit(retry.Event{Kind: retry.EventDone, Attempt: r.n, Err: e, Reason: reason, Waited: r.waited, Elapsed: elapsed})
+	}
+	return 0, false
+}
+
+func (r *retryer) emit(e retry.Event) {
+	if obs := r.o.p.Observer; obs != nil {
+		e.MaxAttempts = r.o.maxAttempts
+		obs.Observe(context.Background(), e)
+	}
+}
+
+func addSat(a, b time.Duration) time.Duration {
+	if s := a + b; s >= a {
+		return s
+	}
+	return 1<<63 - 1
+}

@@ -1,0 +1,171 @@
+package retrygrpc
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/retrykit/retry"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// Metadata keys of gRFC A6 that the interceptors send and read.
+const (
+	// HeaderPreviousAttempts is sent on every retry with the number of
+	// earlier attempts of the same call ("1" on the first retry); a first
+	// attempt does not carry it.
+	HeaderPreviousAttempts = "grpc-previous-rpc-attempts"
+	// TrailerPushback is the trailer in which a server says how long to
+	// wait before retrying, in milliseconds; a negative or malformed value
+	// means "do not retry".
+	TrailerPushback = "grpc-retry-pushback-ms"
+)
+
+// attemptError is the error of one attempt that failed with a status the
+// interceptor retries. It keeps the status error reachable (status.Code,
+// status.FromError and errors.As see through it) and tells a retry.Throttle
+// which failures mean overload.
+type attemptError struct {
+	err  error
+	code codes.Code
+}
+
+func (e *attemptError) Error() string { return e.err.Error() }
+func (e *attemptError) Unwrap() error { return e.err }
+
+// Overloaded reports UNAVAILABLE, RESOURCE_EXHAUSTED and DEADLINE_EXCEEDED,
+// which retry.Throttle counts as rejections by the backend.
+func (e *attemptError) Overloaded() bool {
+	return e.code == codes.Unavailable || e.code == codes.ResourceExhausted || e.code == codes.DeadlineExceeded
+}
+
+// classify turns the error of an attempt into what the retry loop should
+// see: a retryable error (perhaps with a server delay through retry.After)
+// or a retry.Permanent one. ctx is the caller's context.
+func (c *config) classify(ctx context.Context, p *retry.Policy, err error, trailer metadata.MD) error {
+	code := status.Code(err)
+	e := &attemptError{err: err, code: code}
+	if ctx.Err() != nil {
+		return e // the loop stops on the caller's context by itself
+	}
+	if !c.retriesCode(code) && !(code == codes.DeadlineExceeded && p.AttemptTimeout > 0) {
+		return retry.Permanent(e)
+	}
+	d, hint, stop := serverDelay(err, trailer)
+	switch {
+	case stop:
+		return retry.Permanent(e)
+	case !hint || c.maxServerDelay < 0:
+		return e
+	case d > c.maxServerDelay:
+		return retry.Permanent(e) // more than we honour: give the error back now
+	}
+	return retry.After(e, addJitter(d))
+}
+
+// serverDelay reads the server's wait from the pushback trailer and the
+// RetryInfo detail of err's status, taking the larger when both are there.
+// stop reports a negative or malformed pushback.
+func serverDelay(err error, trailer metadata.MD) (d time.Duration, hint, stop bool) {
+	if v := trailer.Get(TrailerPushback); len(v) > 0 {
+		pd, ok := ParsePushback(v[0])
+		if !ok {
+			return 0, false, true
+		}
+		d, hint = pd, true
+	}
+	if rd, ok := retryInfoDelay(err); ok {
+		d, hint = max(d, rd), true
+	}
+	return d, hint, false
+}
+
+// maxPushbackMillis bounds the parsed value so that the conversion to a
+// time.Duration cannot overflow.
+const maxPushbackMillis = int64(1<<63-1) / int64(time.Millisecond)
+
+// ParsePushback parses a grpc-retry-pushback-ms value (gRFC A6): a
+// non-negative decimal integer of milliseconds, returned with ok true.
+// Negative, empty, signed with '+', fractional and other malformed values
+// give ok false, which gRFC A6 defines as "do not retry". A value too large
+// for a time.Duration saturates at the largest Duration. It never panics.
+func ParsePushback(v string) (d time.Duration, ok bool) {
+	if v == "" {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(v); i++ {
+		ch := v[i]
+		if ch < '0' || ch > '9' {
+			return 0, false
+		}
+		if n > maxPushbackMillis {
+			continue // keep validating the rest, the value saturates
+		}
+		n = n*10 + int64(ch-'0')
+	}
+	if n > maxPushbackMillis {
+		return time.Duration(1<<63 - 1), true
+	}
+	return time.Duration(n) * time.Millisecond, true
+}
+
+// retryInfoDelay returns the retry_delay of a google.rpc.RetryInfo detail
+// in err's status. An invalid delay is ignored; a negative one counts as 0.
+func retryInfoDelay(err error) (time.Duration, bool) {
+	s, ok := status.FromError(err)
+	if !ok || len(s.Proto().GetDetails()) == 0 {
+		return 0, false
+	}
+	for _, det := range s.Details() {
+		ri, ok := det.(*errdetails.RetryInfo)
+		if !ok || ri.GetRetryDelay() == nil || ri.GetRetryDelay().CheckValid() != nil {
+			continue
+		}
+		return max(ri.GetRetryDelay().AsDuration(), 0), true
+	}
+	return 0, false
+}
+
+// addJitter adds a uniform random 0..min(1 s, d/10) to a server's delay so
+// that clients told the same delay do not return in one wave, saturating.
+func addJitter(d time.Duration) time.Duration {
+	j := min(time.Second, d/10)
+	if j <= 0 {
+		return d
+	}
+	j = rand.N(j + 1)
+	if d > 1<<63-1-j {
+		return 1<<63 - 1
+	}
+	return d + j
+}
+
+// result turns what retry.Do returned into the interceptor's error. When
+// the loop stopped after the first attempt without retrying anything
+// (status not retried, caller's context ended, an inner layer already gave
+// up), the attempt's own error is returned unchanged, exactly as without
+// the interceptor. Otherwise the *retry.Error is returned: it wraps the
+// last status (status.Code and status.FromError see it) and tells enclosing
+// retry loops not to retry again.
+func result(err error) error {
+	if err == nil {
+		return nil
+	}
+	var re *retry.Error
+	if !errors.As(err, &re) || re.Attempts != 1 {
+		return err
+	}
+	switch re.Reason {
+	case retry.ReasonPermanent, retry.ReasonExhausted, retry.ReasonContext:
+		var ae *attemptError
+		if errors.As(re.Err, &ae) {
+			return ae.err
+		}
+	}
+	return err
+}

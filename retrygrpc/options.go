@@ -1,0 +1,127 @@
+package retrygrpc
+
+import (
+	"time"
+
+	"google.golang.org/grpc/codes"
+)
+
+// Defaults used where an option is not given.
+const (
+	// DefaultMaxServerDelay is the longest wait a server may ask for through
+	// grpc-retry-pushback-ms or google.rpc.RetryInfo. A server that asks for
+	// more gets its error returned to the caller at once (as retryhttp does
+	// with Retry-After).
+	DefaultMaxServerDelay = 5 * time.Minute
+
+	// DefaultMaxBuffer is how many bytes of request messages a stream keeps
+	// so that it can replay them on a retry: 256 KiB, as in gRFC A6. A
+	// stream whose messages pass it commits (is no longer retried).
+	DefaultMaxBuffer = 256 << 10
+)
+
+// Option configures the interceptors. The zero configuration (no options)
+// retries UNAVAILABLE and RESOURCE_EXHAUSTED on every method, honours server
+// delays up to DefaultMaxServerDelay and buffers up to DefaultMaxBuffer bytes
+// per stream.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithCodes replaces the set of status codes that are retried (by default
+// UNAVAILABLE and RESOURCE_EXHAUSTED, which say that the server did not
+// process the call). For example, for methods that are safe to repeat,
+// WithCodes(codes.Unavailable, codes.ResourceExhausted, codes.Internal,
+// codes.Unknown) adds the gRPC counterparts of HTTP 500. DEADLINE_EXCEEDED
+// is retried whatever the set when the policy has an AttemptTimeout and the
+// caller's context is still alive. OK and codes outside 0..16 are ignored.
+// WithCodes() with no codes retries nothing but attempt timeouts.
+func WithCodes(cs ...codes.Code) Option {
+	return optionFunc(func(c *config) {
+		c.codes, c.codesSet = 0, true
+		for _, code := range cs {
+			if code > codes.OK && code <= codes.Unauthenticated {
+				c.codes |= 1 << code
+			}
+		}
+	})
+}
+
+// WithMethods limits retries to the named methods, given as full method
+// names ("/package.Service/Method", as in grpc.UnaryClientInterceptor's
+// method argument); every other method is called once, as without the
+// interceptor. Without it every method is retried. gRPC has no notion of
+// idempotent methods: use WithMethods to name the ones that are safe to
+// repeat whenever WithCodes adds codes (such as INTERNAL or UNKNOWN) after
+// which the server may have applied the call. Calling it again adds names.
+func WithMethods(fullMethods ...string) Option {
+	return optionFunc(func(c *config) {
+		if c.methods == nil {
+			c.methods = make(map[string]struct{}, len(fullMethods))
+		}
+		for _, m := range fullMethods {
+			c.methods[m] = struct{}{}
+		}
+	})
+}
+
+// WithMaxServerDelay sets the longest wait honoured from a server's
+// grpc-retry-pushback-ms trailer or google.rpc.RetryInfo detail; a server
+// that asks for more gets its error returned at once. Zero means
+// DefaultMaxServerDelay (5 min); negative means server delays are ignored
+// and the policy's own waits are used (a negative or malformed pushback,
+// which means "do not retry", is still obeyed).
+func WithMaxServerDelay(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.maxServerDelay = d })
+}
+
+// WithMaxBuffer sets how many bytes of request messages a stream keeps for
+// replay before it commits. Zero means DefaultMaxBuffer (256 KiB); negative
+// means nothing is buffered, so a stream is retried only while the client
+// has sent no message.
+func WithMaxBuffer(n int) Option {
+	return optionFunc(func(c *config) { c.maxBuffer = n })
+}
+
+type config struct {
+	codes          uint32 // bit 1<<code per retried code
+	codesSet       bool
+	methods        map[string]struct{} // nil: every method
+	maxServerDelay time.Duration
+	maxBuffer      int
+}
+
+const defaultCodes = 1<<codes.Unavailable | 1<<codes.ResourceExhausted
+
+func newConfig(opts []Option) *config {
+	c := &config{}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(c)
+		}
+	}
+	if !c.codesSet {
+		c.codes = defaultCodes
+	}
+	if c.maxServerDelay == 0 {
+		c.maxServerDelay = DefaultMaxServerDelay
+	}
+	if c.maxBuffer == 0 {
+		c.maxBuffer = DefaultMaxBuffer
+	}
+	return c
+}
+
+func (c *config) retriesMethod(m string) bool {
+	if c.methods == nil {
+		return true
+	}
+	_, ok := c.methods[m]
+	return ok
+}
+
+func (c *config) retriesCode(code codes.Code) bool {
+	return code <= codes.Unauthenticated && c.codes&(1<<code) != 0
+}

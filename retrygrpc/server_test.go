@@ -1,0 +1,203 @@
+package retrygrpc_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// Full method names of the test service.
+const (
+	methodUnary = "/retrygrpc.test.Echo/Unary"
+	methodOther = "/retrygrpc.test.Echo/Other"
+	methodBidi  = "/retrygrpc.test.Echo/Bidi"
+)
+
+// echoServer is a real gRPC service on loopback whose answers each test
+// scripts. It counts what it saw.
+type echoServer struct {
+	// unary answers attempt n (1-based, per method) of a unary call.
+	unary func(ctx context.Context, n int, in string) (string, error)
+	// bidi serves attempt n of a stream.
+	bidi func(n int, stream grpc.ServerStream) error
+
+	mu       sync.Mutex
+	calls    map[string]int
+	previous []string // grpc-previous-rpc-attempts of each attempt, "" when absent
+}
+
+func (s *echoServer) count(ctx context.Context, method string) int {
+	md, _ := metadata.FromIncomingContext(ctx)
+	prev := ""
+	if v := md.Get("grpc-previous-rpc-attempts"); len(v) > 0 {
+		prev = v[0]
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.calls == nil {
+		s.calls = map[string]int{}
+	}
+	s.calls[method]++
+	s.previous = append(s.previous, prev)
+	return s.calls[method]
+}
+
+// Calls returns how many attempts of method the server received.
+func (s *echoServer) Calls(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[method]
+}
+
+func (s *echoServer) Previous() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.previous...)
+}
+
+func unaryHandler(method string) func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
+	return func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+		in := new(wrapperspb.StringValue)
+		if err := dec(in); err != nil {
+			return nil, err
+		}
+		s := srv.(*echoServer)
+		n := s.count(ctx, method)
+		if s.unary == nil {
+			return wrapperspb.String(in.GetValue()), nil
+		}
+		out, err := s.unary(ctx, n, in.GetValue())
+		if err != nil {
+			return nil, err
+		}
+		return wrapperspb.String(out), nil
+	}
+}
+
+var echoDesc = grpc.ServiceDesc{
+	ServiceName: "retrygrpc.test.Echo",
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{
+		{MethodName: "Unary", Handler: unaryHandler(methodUnary)},
+		{MethodName: "Other", Handler: unaryHandler(methodOther)},
+	},
+	Streams: []grpc.StreamDesc{{
+		StreamName:    "Bidi",
+		ServerStreams: true,
+		ClientStreams: true,
+		Handler: func(srv any, stream grpc.ServerStream) error {
+			s := srv.(*echoServer)
+			n := s.count(stream.Context(), methodBidi)
+			if s.bidi == nil {
+				return echoAll(stream)
+			}
+			return s.bidi(n, stream)
+		},
+	}},
+}
+
+// echoAll answers every message with itself until the client closes.
+func echoAll(stream grpc.ServerStream) error {
+	for {
+		in := new(wrapperspb.StringValue)
+		if err := stream.RecvMsg(in); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if err := stream.SendMsg(in); err != nil {
+			return err
+		}
+	}
+}
+
+// listen starts s on a free loopback port and returns its address and a
+// function that stops it.
+func listen(s *echoServer) (string, func()) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	srv := grpc.NewServer()
+	srv.RegisterService(&echoDesc, s)
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(lis) }()
+	return lis.Addr().String(), func() { srv.Stop(); <-done }
+}
+
+// serve starts s on a free loopback port and returns a connection to it
+// made with dopts (insecure credentials are added). Both stop at the end of
+// the test.
+func serve(t testing.TB, s *echoServer, dopts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	srv.RegisterService(&echoDesc, s)
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(lis) }()
+	cc, err := grpc.NewClient(lis.Addr().String(), append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, dopts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cc.Close()
+		srv.Stop()
+		<-done
+	})
+	return cc
+}
+
+func callUnary(ctx context.Context, cc *grpc.ClientConn, method string, opts ...grpc.CallOption) (string, error) {
+	out := new(wrapperspb.StringValue)
+	err := cc.Invoke(ctx, method, wrapperspb.String("hello"), out, opts...)
+	return out.GetValue(), err
+}
+
+// failFirst answers the first k attempts with err and then echoes.
+func failFirst(k int, err error) func(context.Context, int, string) (string, error) {
+	return func(_ context.Context, n int, in string) (string, error) {
+		if n <= k {
+			return "", err
+		}
+		return in, nil
+	}
+}
+
+// withRetryInfo returns a status error of code c carrying RetryInfo d.
+func withRetryInfo(c codes.Code, d time.Duration) error {
+	st, err := status.New(c, "slow down").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)})
+	if err != nil {
+		panic(err)
+	}
+	return st.Err()
+}
+
+// withPushback answers the first k attempts with UNAVAILABLE and the
+// pushback trailer v.
+func withPushback(k int, v string) func(context.Context, int, string) (string, error) {
+	return func(ctx context.Context, n int, in string) (string, error) {
+		if n <= k {
+			grpc.SetTrailer(ctx, metadata.Pairs("grpc-retry-pushback-ms", v))
+			return "", status.Error(codes.Unavailable, "pushed back")
+		}
+		return in, nil
+	}
+}

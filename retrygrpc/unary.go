@@ -1,0 +1,133 @@
+package retrygrpc
+
+import (
+	"context"
+	"strconv"
+	"sync"
+
+	"github.com/retrykit/retry"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+)
+
+// UnaryClientInterceptor returns an interceptor that retries unary calls
+// with the waits and stop rules of p: MaxAttempts, MaxElapsed,
+// AttemptTimeout (each attempt gets its own deadline), Budget, Throttle,
+// the nesting rule (an error that a lower retrykit layer gave up on is not
+// retried unless p.RetryExhausted) and the Observer and Logger hooks, all
+// as in retry.Do, which runs the loop.
+//
+// Retried: the codes of WithCodes (by default UNAVAILABLE and
+// RESOURCE_EXHAUSTED), and DEADLINE_EXCEEDED when p has an AttemptTimeout
+// and the caller's context is still alive; on the methods of WithMethods
+// (by default every method). A server's grpc-retry-pushback-ms trailer and
+// google.rpc.RetryInfo detail set the least wait (capped, see
+// WithMaxServerDelay, plus a jitter of up to min(1 s, 10%)); a wait that
+// would pass the context's deadline or p.MaxElapsed ends the call at once.
+// p.Retryable, when set, is consulted after these rules, which it cannot
+// widen.
+//
+// The error: unchanged when no retry was made and none was refused (a code
+// that is not retried, the caller's context, an exhausted lower layer);
+// otherwise a *retry.Error wrapping the last attempt's status error, so
+// that status.Code(err) is the last attempt's code and enclosing retry
+// loops do not retry it again. An invalid p gives its validation error
+// without calling the method.
+//
+// The first attempt is the caller's call with one extra call option (to
+// read the trailer) and allocates nothing more than the call itself.
+func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInterceptor {
+	c := newConfig(opts)
+	invalid := p.Validate()
+	// plain: the first attempt is a bare call for retry.Do too (no
+	// Throttle, Budget, AttemptTimeout, Observer or time budget), so it can
+	// be made here, and retry.Do entered only when it fails.
+	plain := p.Throttle == nil && p.Budget == nil && p.AttemptTimeout <= 0 && p.Observer == nil && p.MaxElapsed <= 0
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
+		if !c.retriesMethod(method) {
+			return invoker(ctx, method, req, reply, cc, callOpts...)
+		}
+		if invalid != nil {
+			return invalid
+		}
+		u := unaryPool.Get().(*unaryCall)
+		if len(callOpts) == 0 {
+			u.opts = u.only[:]
+		} else {
+			u.opts = append(append(u.buf[:0], callOpts...), u.trailerOpt)
+			u.buf = u.opts
+		}
+		var first error // the outcome of a first attempt made before retry.Do
+		n := 0
+		if plain && ctx.Err() == nil {
+			n = 1
+			if first = invoker(ctx, method, req, reply, cc, u.opts...); first == nil {
+				u.reset()
+				unaryPool.Put(u)
+				return nil
+			}
+			first = c.classify(ctx, &p, first, u.trailer)
+		}
+		err := retry.Do(ctx, p, func(actx context.Context) error {
+			if first != nil {
+				err := first
+				first = nil
+				return err // the first attempt, already made
+			}
+			n++
+			if n > 1 {
+				actx = metadata.AppendToOutgoingContext(actx, HeaderPreviousAttempts, strconv.Itoa(n-1))
+			}
+			u.trailer = nil
+			err := invoker(actx, method, req, reply, cc, u.opts...)
+			if err == nil {
+				return nil
+			}
+			return c.classify(ctx, &p, err, u.trailer)
+		})
+		u.reset()
+		unaryPool.Put(u)
+		return result(err)
+	}
+}
+
+// unaryCall holds what one unary call needs beyond its closure, pooled so
+// that the first attempt allocates nothing.
+type unaryCall struct {
+	trailer    metadata.MD
+	trailerOpt grpc.CallOption    // grpc.Trailer(&trailer), built once
+	only       [1]grpc.CallOption // {trailerOpt}: the options of a call that has none
+	buf        []grpc.CallOption  // reused for calls with options
+	opts       []grpc.CallOption  // the options of this call
+}
+
+func (u *unaryCall) reset() {
+	u.trailer = nil
+	if len(u.opts) > 1 {
+		clear(u.buf) // drop the caller's options
+		u.buf = u.buf[:0]
+	}
+	u.opts = nil
+}
+
+var unaryPool = sync.Pool{New: func() any {
+	u := new(unaryCall)
+	u.trailerOpt = grpc.Trailer(&u.trailer)
+	u.only[0] = u.trailerOpt
+	return u
+}}
+
+// DialOptions returns the dial options that make retrykit the one retry
+// layer of a grpc.ClientConn: both interceptors (chained, so that other
+// interceptors may be added) with p and opts, and grpc.WithDisableRetry(),
+// which turns off the retries a service config could enable. What stays is
+// grpc-go's transparent retry of an attempt that never reached the server
+// application (the stream was refused or never left the client), once, as
+// gRFC A6 allows: such an attempt did nothing.
+func DialOptions(p retry.Policy, opts ...Option) []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(p, opts...)),
+		grpc.WithChainStreamInterceptor(StreamClientInterceptor(p, opts...)),
+		grpc.WithDisableRetry(),
+	}
+}

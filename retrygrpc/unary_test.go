@@ -1,0 +1,436 @@
+package retrygrpc_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retrygrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// fast is a policy whose waits do not matter to the test.
+var fast = retry.Policy{Initial: time.Millisecond, MaxDelay: 5 * time.Millisecond, MaxAttempts: 4}
+
+func TestUnaryCodes(t *testing.T) {
+	for _, tc := range []struct {
+		code  codes.Code
+		calls int // attempts the server sees when it fails twice, then succeeds
+	}{
+		{codes.Unavailable, 3},
+		{codes.ResourceExhausted, 3},
+		{codes.Internal, 1},
+		{codes.Unknown, 1},
+		{codes.DeadlineExceeded, 1}, // no AttemptTimeout: not retried
+		{codes.InvalidArgument, 1},
+		{codes.NotFound, 1},
+		{codes.PermissionDenied, 1},
+		{codes.Aborted, 1},
+	} {
+		t.Run(tc.code.String(), func(t *testing.T) {
+			s := &echoServer{unary: failFirst(2, status.Error(tc.code, "scripted"))}
+			cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+			_, err := callUnary(t.Context(), cc, methodUnary)
+			if got := s.Calls(methodUnary); got != tc.calls {
+				t.Fatalf("server saw %d attempts, want %d", got, tc.calls)
+			}
+			if tc.calls == 3 {
+				if err != nil {
+					t.Fatalf("err = %v, want success", err)
+				}
+				return
+			}
+			// Not retried: the error is exactly what the server said.
+			if _, ok := err.(interface{ GRPCStatus() *status.Status }); !ok {
+				t.Fatalf("err = %T %v, want the status error itself", err, err)
+			}
+			if status.Code(err) != tc.code || status.Convert(err).Message() != "scripted" {
+				t.Fatalf("err = %v, want %v scripted", err, tc.code)
+			}
+		})
+	}
+}
+
+func TestUnaryGivesUp(t *testing.T) {
+	s := &echoServer{unary: failFirst(100, status.Error(codes.Unavailable, "down"))}
+	p := fast
+	p.MaxAttempts = 3
+	cc := serve(t, s, retrygrpc.DialOptions(p)...)
+	_, err := callUnary(t.Context(), cc, methodUnary)
+	var re *retry.Error
+	if !errors.As(err, &re) || re.Reason != retry.ReasonAttempts || re.Attempts != 3 {
+		t.Fatalf("err = %v, want *retry.Error after 3 attempts", err)
+	}
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("status.Code = %v, want Unavailable", status.Code(err))
+	}
+	if got := s.Calls(methodUnary); got != 3 {
+		t.Fatalf("server saw %d attempts, want 3", got)
+	}
+}
+
+func TestUnaryPreviousAttempts(t *testing.T) {
+	s := &echoServer{unary: failFirst(3, status.Error(codes.Unavailable, "down"))}
+	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+	if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.Previous(), []string{"", "1", "2", "3"}; !slices.Equal(got, want) {
+		t.Fatalf("grpc-previous-rpc-attempts seen by the server = %q, want %q", got, want)
+	}
+}
+
+func TestWithCodes(t *testing.T) {
+	s := &echoServer{unary: failFirst(1, status.Error(codes.Internal, "oops"))}
+	cc := serve(t, s, retrygrpc.DialOptions(fast, retrygrpc.WithCodes(codes.Unavailable, codes.Internal))...)
+	if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Calls(methodUnary); got != 2 {
+		t.Fatalf("server saw %d attempts, want 2", got)
+	}
+
+	// The set is replaced: RESOURCE_EXHAUSTED is no longer retried.
+	s2 := &echoServer{unary: failFirst(1, status.Error(codes.ResourceExhausted, "quota"))}
+	cc2 := serve(t, s2, retrygrpc.DialOptions(fast, retrygrpc.WithCodes(codes.Unavailable, codes.Internal))...)
+	if _, err := callUnary(t.Context(), cc2, methodUnary); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("err = %v, want ResourceExhausted", err)
+	}
+	if got := s2.Calls(methodUnary); got != 1 {
+		t.Fatalf("server saw %d attempts, want 1", got)
+	}
+}
+
+func TestWithMethods(t *testing.T) {
+	s := &echoServer{unary: failFirst(1, status.Error(codes.Unavailable, "down"))}
+	cc := serve(t, s, retrygrpc.DialOptions(fast, retrygrpc.WithMethods(methodUnary))...)
+	if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := callUnary(t.Context(), cc, methodOther); status.Code(err) != codes.Unavailable {
+		t.Fatalf("Other: err = %v, want Unavailable at once", err)
+	}
+	if a, b := s.Calls(methodUnary), s.Calls(methodOther); a != 2 || b != 1 {
+		t.Fatalf("server saw Unary %d, Other %d attempts; want 2 and 1", a, b)
+	}
+}
+
+func TestPushback(t *testing.T) {
+	for _, tc := range []struct {
+		value   string
+		calls   int
+		minWait time.Duration
+	}{
+		{"200", 2, 200 * time.Millisecond},
+		{"0", 2, 0},
+		{"-1", 1, 0},
+		{"garbage", 1, 0},
+		{"1.5", 1, 0},
+		{"", 1, 0},
+		{"600000", 1, 0},                  // 10 min: more than DefaultMaxServerDelay, returned at once
+		{"99999999999999999999999", 1, 0}, // beyond a Duration: more than the maximum
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			s := &echoServer{unary: withPushback(1, tc.value)}
+			cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+			start := time.Now()
+			_, err := callUnary(t.Context(), cc, methodUnary)
+			took := time.Since(start)
+			if got := s.Calls(methodUnary); got != tc.calls {
+				t.Fatalf("server saw %d attempts, want %d (err %v)", got, tc.calls, err)
+			}
+			if tc.calls == 1 {
+				if status.Code(err) != codes.Unavailable {
+					t.Fatalf("err = %v, want Unavailable", err)
+				}
+				if took > 150*time.Millisecond {
+					t.Fatalf("took %v, want the error at once", took)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The wait is the server's plus a jitter of at most 10% (and
+			// not the policy's 1 ms).
+			if took < tc.minWait || took > tc.minWait+tc.minWait/10+150*time.Millisecond {
+				t.Fatalf("took %v, want about %v", took, tc.minWait)
+			}
+		})
+	}
+}
+
+func TestPushbackIgnoredWithNegativeMaxServerDelay(t *testing.T) {
+	s := &echoServer{unary: withPushback(1, "200")}
+	cc := serve(t, s, retrygrpc.DialOptions(fast, retrygrpc.WithMaxServerDelay(-1))...)
+	start := time.Now()
+	if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 150*time.Millisecond {
+		t.Fatalf("took %v: the 200 ms pushback should have been ignored", took)
+	}
+	// "Do not retry" is still obeyed.
+	s2 := &echoServer{unary: withPushback(1, "-1")}
+	cc2 := serve(t, s2, retrygrpc.DialOptions(fast, retrygrpc.WithMaxServerDelay(-1))...)
+	callUnary(t.Context(), cc2, methodUnary)
+	if got := s2.Calls(methodUnary); got != 1 {
+		t.Fatalf("server saw %d attempts, want 1", got)
+	}
+}
+
+func TestRetryInfo(t *testing.T) {
+	s := &echoServer{unary: failFirst(1, withRetryInfo(codes.ResourceExhausted, 200*time.Millisecond))}
+	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+	start := time.Now()
+	if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if took < 200*time.Millisecond || took > 400*time.Millisecond {
+		t.Fatalf("took %v, want about 200 ms (RetryInfo)", took)
+	}
+	if got := s.Calls(methodUnary); got != 2 {
+		t.Fatalf("server saw %d attempts, want 2", got)
+	}
+}
+
+func TestRetryInfoOnCodeNotRetried(t *testing.T) {
+	s := &echoServer{unary: failFirst(1, withRetryInfo(codes.InvalidArgument, time.Millisecond))}
+	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+	if _, err := callUnary(t.Context(), cc, methodUnary); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("err = %v", err)
+	}
+	if got := s.Calls(methodUnary); got != 1 {
+		t.Fatalf("server saw %d attempts, want 1: a hint does not make a code retryable", got)
+	}
+}
+
+func TestDeadlineShorterThanHint(t *testing.T) {
+	s := &echoServer{unary: failFirst(1, withRetryInfo(codes.Unavailable, time.Second))}
+	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := callUnary(ctx, cc, methodUnary)
+	if took := time.Since(start); took > 150*time.Millisecond {
+		t.Fatalf("took %v: should give up at once rather than sleep past the deadline", took)
+	}
+	var re *retry.Error
+	if !errors.As(err, &re) || re.Reason != retry.ReasonDeadline {
+		t.Fatalf("err = %v, want *retry.Error with ReasonDeadline", err)
+	}
+	if status.Code(err) != codes.Unavailable || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v: want the last status and errors.Is DeadlineExceeded", err)
+	}
+	if got := s.Calls(methodUnary); got != 1 {
+		t.Fatalf("server saw %d attempts, want 1", got)
+	}
+}
+
+func TestMaxElapsedShorterThanHint(t *testing.T) {
+	s := &echoServer{unary: withPushback(1, "500")}
+	p := fast
+	p.MaxElapsed = 100 * time.Millisecond
+	cc := serve(t, s, retrygrpc.DialOptions(p)...)
+	_, err := callUnary(t.Context(), cc, methodUnary)
+	var re *retry.Error
+	if !errors.As(err, &re) || re.Reason != retry.ReasonTimeBudget {
+		t.Fatalf("err = %v, want ReasonTimeBudget", err)
+	}
+	if got := s.Calls(methodUnary); got != 1 {
+		t.Fatalf("server saw %d attempts, want 1", got)
+	}
+}
+
+func TestAttemptTimeout(t *testing.T) {
+	// The first attempt hangs until its deadline; the second answers.
+	slow := func(ctx context.Context, n int, in string) (string, error) {
+		if n == 1 {
+			<-ctx.Done()
+			return "", status.FromContextError(ctx.Err()).Err()
+		}
+		return in, nil
+	}
+	p := fast
+	p.AttemptTimeout = 50 * time.Millisecond
+	s := &echoServer{unary: slow}
+	cc := serve(t, s, retrygrpc.DialOptions(p)...)
+	if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Calls(methodUnary); got != 2 {
+		t.Fatalf("server saw %d attempts, want 2", got)
+	}
+
+	// DEADLINE_EXCEEDED reported by the server itself, before the client's
+	// attempt deadline, is retried too when there is an AttemptTimeout.
+	p.AttemptTimeout = time.Second
+	s2 := &echoServer{unary: failFirst(1, status.Error(codes.DeadlineExceeded, "backend deadline"))}
+	cc2 := serve(t, s2, retrygrpc.DialOptions(p)...)
+	if _, err := callUnary(t.Context(), cc2, methodUnary); err != nil {
+		t.Fatal(err)
+	}
+	if got := s2.Calls(methodUnary); got != 2 {
+		t.Fatalf("server saw %d attempts, want 2", got)
+	}
+}
+
+func TestCallerDeadlineNotRetried(t *testing.T) {
+	slow := func(ctx context.Context, n int, in string) (string, error) {
+		<-ctx.Done()
+		return "", status.FromContextError(ctx.Err()).Err()
+	}
+	p := fast
+	p.AttemptTimeout = time.Second // longer than the caller's deadline
+	s := &echoServer{unary: slow}
+	cc := serve(t, s, retrygrpc.DialOptions(p)...)
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	_, err := callUnary(ctx, cc, methodUnary)
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("err = %v, want DeadlineExceeded", err)
+	}
+	if got := s.Calls(methodUnary); got != 1 {
+		t.Fatalf("server saw %d attempts, want 1", got)
+	}
+}
+
+// Two retrying interceptors on one connection: the outer one sees the
+// inner one's *retry.Error and does not retry it, so the server sees one
+// layer's worth of attempts.
+func TestStackedInterceptors(t *testing.T) {
+	p := fast
+	p.MaxAttempts = 3
+	s := &echoServer{unary: failFirst(100, status.Error(codes.Unavailable, "down"))}
+	cc := serve(t, s, grpc.WithChainUnaryInterceptor(
+		retrygrpc.UnaryClientInterceptor(p), // outer
+		retrygrpc.UnaryClientInterceptor(p), // inner
+	))
+	_, err := callUnary(t.Context(), cc, methodUnary)
+	if got := s.Calls(methodUnary); got != 3 {
+		t.Fatalf("server saw %d attempts, want 3 (one layer)", got)
+	}
+	if !retry.IsExhausted(err) || status.Code(err) != codes.Unavailable {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// A service config that enables grpc-go's own retry would multiply the
+// calls under the interceptor; DialOptions turns it off.
+func TestServiceConfigRetryDisabled(t *testing.T) {
+	const sc = `{"methodConfig": [{"name": [{"service": "retrygrpc.test.Echo"}],
+		"retryPolicy": {"maxAttempts": 4, "initialBackoff": "0.001s", "maxBackoff": "0.002s",
+		"backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE"]}}]}`
+	p := fast
+	p.MaxAttempts = 3
+
+	// The interceptor alone, over grpc-go's configured retry: 3 × 4.
+	s := &echoServer{unary: failFirst(100, status.Error(codes.Unavailable, "down"))}
+	cc := serve(t, s, grpc.WithDefaultServiceConfig(sc), grpc.WithUnaryInterceptor(retrygrpc.UnaryClientInterceptor(p)))
+	callUnary(t.Context(), cc, methodUnary)
+	if got := s.Calls(methodUnary); got != 12 {
+		t.Fatalf("interceptor over grpc-go retry: server saw %d attempts, want 12", got)
+	}
+
+	// DialOptions: one layer.
+	s2 := &echoServer{unary: failFirst(100, status.Error(codes.Unavailable, "down"))}
+	cc2 := serve(t, s2, append(retrygrpc.DialOptions(p), grpc.WithDefaultServiceConfig(sc))...)
+	callUnary(t.Context(), cc2, methodUnary)
+	if got := s2.Calls(methodUnary); got != 3 {
+		t.Fatalf("DialOptions: server saw %d attempts, want 3", got)
+	}
+}
+
+func TestBudgetRefuses(t *testing.T) {
+	b, err := retry.NewBudget(retry.BudgetConfig{Ratio: -1, MinPerSecond: 0.1, Window: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := fast
+	p.MaxAttempts = 5
+	p.Budget = b // a reserve of one retry
+	s := &echoServer{unary: failFirst(100, status.Error(codes.Unavailable, "down"))}
+	cc := serve(t, s, retrygrpc.DialOptions(p)...)
+	_, err = callUnary(t.Context(), cc, methodUnary)
+	if !errors.Is(err, retry.ErrBudgetExhausted) || status.Code(err) != codes.Unavailable {
+		t.Fatalf("err = %v, want budget exhausted wrapping Unavailable", err)
+	}
+	if got := s.Calls(methodUnary); got != 2 {
+		t.Fatalf("server saw %d attempts, want 2 (one retry granted)", got)
+	}
+}
+
+func TestThrottleCountsOverload(t *testing.T) {
+	for _, tc := range []struct {
+		code     codes.Code
+		overload bool
+	}{
+		{codes.Unavailable, true},
+		{codes.ResourceExhausted, true},
+		{codes.InvalidArgument, false},
+		{codes.NotFound, false},
+	} {
+		t.Run(tc.code.String(), func(t *testing.T) {
+			th, err := retry.NewThrottle(retry.ThrottleConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := fast
+			p.MaxAttempts = 1
+			p.Throttle = th
+			s := &echoServer{unary: failFirst(1000, status.Error(tc.code, "x"))}
+			cc := serve(t, s, retrygrpc.DialOptions(p)...)
+			for range 20 {
+				callUnary(t.Context(), cc, methodUnary)
+			}
+			if got := th.Probability() > 0; got != tc.overload {
+				t.Fatalf("throttle probability %v after 20 %v: overload = %v, want %v", th.Probability(), tc.code, got, tc.overload)
+			}
+		})
+	}
+}
+
+func TestInvalidPolicy(t *testing.T) {
+	s := &echoServer{}
+	cc := serve(t, s, retrygrpc.DialOptions(retry.Policy{MaxAttempts: -5})...)
+	if _, err := callUnary(t.Context(), cc, methodUnary); !errors.Is(err, retry.ErrInvalidPolicy) {
+		t.Fatalf("err = %v, want ErrInvalidPolicy", err)
+	}
+	if got := s.Calls(methodUnary); got != 0 {
+		t.Fatalf("server saw %d attempts, want 0", got)
+	}
+}
+
+// The interceptor adds no allocation of its own to a successful call,
+// measured over a real loopback connection side by side with the bare
+// call. Reading the trailer (for grpc-retry-pushback-ms) makes grpc-go copy
+// the trailer metadata: that is compared with a bare call that asks for
+// the trailer too, and the difference from a plain bare call is logged.
+func TestUnaryNoExtraAllocs(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("allocation counts: run without -short and -race")
+	}
+	s := &echoServer{}
+	bare := serve(t, s)
+	wrapped := serve(t, s, retrygrpc.DialOptions(retry.Policy{})...)
+	ctx := context.Background()
+	measure := func(cc *grpc.ClientConn, opts ...grpc.CallOption) float64 {
+		for range 50 { // warm up the connection and the pools
+			callUnary(ctx, cc, methodUnary, opts...)
+		}
+		return testing.AllocsPerRun(500, func() { callUnary(ctx, cc, methodUnary, opts...) })
+	}
+	var md metadata.MD
+	plain, withTrailer, b := measure(bare), measure(bare, grpc.Trailer(&md)), measure(wrapped)
+	t.Logf("allocs per call: bare %.1f, bare with grpc.Trailer %.1f, with interceptor %.1f", plain, withTrailer, b)
+	if b > withTrailer+0.5 {
+		t.Fatalf("interceptor adds %.1f allocations per successful call beyond grpc's trailer copy", b-withTrailer)
+	}
+}

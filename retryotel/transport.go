@@ -1,0 +1,65 @@
+package retryotel
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retryhttp"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// AttrResendCount is the attribute of the stable HTTP semantic conventions
+// that numbers the resends of a request: 1 on the first retry. It is set
+// on the attempt spans of [NewTransport], never on a first attempt.
+const AttrResendCount = attribute.Key("http.request.resend_count")
+
+// NewTransport returns an http.RoundTripper that retries like a
+// retryhttp.Transport with policy p over base, and sends each attempt
+// through otelhttp so that every attempt is its own client span (a child of
+// the span in the request's context) with its own traceparent on the wire
+// and, on a retry, http.request.resend_count = 1, 2, …. The policy is
+// instrumented as by Instrument(p, "http", opts...): a call that gives up
+// counts in retry.call.gave_up, including one that ends on a retryable
+// status after MaxAttempts (the last 503 is returned as a response with a
+// nil error; it counts with retry.reason = attempts).
+//
+// A nil base means http.DefaultTransport. Headers are injected with the
+// global text-map propagator (set one with otel.SetTextMapPropagator, for
+// example propagation.TraceContext{}), as otelhttp does. Spans come from
+// WithTracerProvider (default: the global TracerProvider), metrics,
+// otelhttp's per-attempt HTTP metrics included, from WithMeterProvider
+// (default: the global MeterProvider). The span of an attempt that is
+// retried ends when the transport closes its response; the span of the
+// returned response ends when the caller closes its body, as with otelhttp.
+//
+// The result is a *retryhttp.Transport with its other fields zero (the
+// defaults); see the package documentation for the layer order and why.
+// It is safe for concurrent use and should be reused.
+func NewTransport(base http.RoundTripper, p retry.Policy, opts ...Option) http.RoundTripper {
+	c := newConfig(opts)
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return &retryhttp.Transport{
+		Base: otelhttp.NewTransport(resendCounter{base},
+			otelhttp.WithTracerProvider(c.tp), otelhttp.WithMeterProvider(c.mp)),
+		Policy: instrument(p, "http", &c),
+	}
+}
+
+// resendCounter sits under otelhttp, whose attempt span is in the request's
+// context: it sets http.request.resend_count from the attempt number that
+// retryhttp puts in the Retry-Attempt header of every retry.
+type resendCounter struct{ base http.RoundTripper }
+
+func (r resendCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if v := req.Header.Get(retryhttp.HeaderAttempt); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n > 1 {
+			trace.SpanFromContext(req.Context()).SetAttributes(AttrResendCount.Int(n - 1))
+		}
+	}
+	return r.base.RoundTrip(req)
+}

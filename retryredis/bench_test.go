@@ -1,0 +1,80 @@
+package retryredis_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/redistest"
+	"github.com/retrykit/retry/retryredis"
+)
+
+// BenchmarkGet measures one successful GET against a local redis-server,
+// with the bare client (its own retries off) and through the hook; run
+// both in one process and compare with benchstat:
+//
+//	go test -run '^$' -bench 'Get|Pipeline' -benchmem -count 8 ./retryredis
+func BenchmarkGet(b *testing.B) {
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	run := func(b *testing.B, c *redis.Client) {
+		if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			if err := c.Get(ctx, "k").Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("bare", func(b *testing.B) {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+		defer c.Close()
+		run(b, c)
+	})
+	b.Run("retryredis", func(b *testing.B) {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+		defer c.Close()
+		if err := retryredis.Instrument(ctx, c, retry.Policy{}); err != nil {
+			b.Fatal(err)
+		}
+		run(b, c)
+	})
+}
+
+// BenchmarkPipeline measures a successful pipeline of 10 GETs.
+func BenchmarkPipeline(b *testing.B) {
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	run := func(b *testing.B, c *redis.Client) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for range 10 {
+					p.Get(ctx, "k")
+				}
+				return nil
+			})
+			if err != nil && err != redis.Nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("bare", func(b *testing.B) {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+		defer c.Close()
+		run(b, c)
+	})
+	b.Run("retryredis", func(b *testing.B) {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+		defer c.Close()
+		if err := retryredis.Instrument(ctx, c, retry.Policy{}); err != nil {
+			b.Fatal(err)
+		}
+		run(b, c)
+	})
+}

@@ -1,0 +1,239 @@
+package retryredis
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"runtime"
+	"sync"
+	"time"
+	"weak"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/retrykit/retry"
+)
+
+// Option configures Instrument.
+type Option interface{ apply(*config) }
+
+type config struct {
+	idempotent []string
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithIdempotent declares more commands (by name, case-insensitive) safe to
+// repeat on this client, for example a module's commands or scripts called
+// through FCALL that you wrote to be idempotent. Prefer MarkSafe for one
+// call. By default only the commands described in the package
+// documentation are.
+func WithIdempotent(names ...string) Option {
+	return optionFunc(func(c *config) { c.idempotent = append(c.idempotent, names...) })
+}
+
+// instrumented remembers the clients that already have the hook, so that
+// Instrument cannot stack two retry layers on one client.
+var instrumented sync.Map // weak.Pointer[redis.Client] -> struct{}
+
+// Instrument makes p the one retry layer of c: it adds a hook that retries
+// commands, pipelines and transactions as the package documentation
+// describes, with p's waits and stop rules, Budget, Throttle and Observer.
+//
+// It refuses, with an error wrapping ErrClientRetries, a client whose own
+// retry loop is on: set Options.MaxRetries to -1 (go-redis's default of 0
+// means 3 retries). It also refuses an invalid p (the error of
+// p.Validate) and a client that was already instrumented. ctx bounds the
+// one COMMAND call that reads the server's command table; when it fails,
+// a built-in table of read-only commands is used and the hook tries again
+// at most every 30 s, after a successful command.
+//
+// Retries of the client's dials (Options.DialerRetries) stay as they are:
+// a dial that fails sent nothing.
+func Instrument(ctx context.Context, c *redis.Client, p retry.Policy, opts ...Option) error {
+	if c == nil {
+		return fmt.Errorf("retryredis: Instrument: nil client")
+	}
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if n := c.Options().MaxRetries; n != 0 {
+		return fmt.Errorf("%w: Options.MaxRetries is %d; set it to -1 so that retrykit is the only retry layer", ErrClientRetries, n)
+	}
+	key := weak.Make(c)
+	if _, loaded := instrumented.LoadOrStore(key, struct{}{}); loaded {
+		return fmt.Errorf("retryredis: Instrument: client already instrumented")
+	}
+	runtime.AddCleanup(c, func(k weak.Pointer[redis.Client]) { instrumented.Delete(k) }, key)
+
+	var cfg config
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	h := &hook{policy: p}
+	if len(cfg.idempotent) > 0 {
+		h.table.extra = make(map[string]bool, len(cfg.idempotent))
+		for _, n := range cfg.idempotent {
+			h.table.extra[lower(n)] = true
+		}
+	}
+	h.table.lastTry = time.Now()
+	h.table.load(ctx, c.Process)
+	c.AddHook(h)
+	return nil
+}
+
+// hook is the redis.Hook that Instrument adds.
+type hook struct {
+	policy retry.Policy
+	table  commandTable
+}
+
+func (h *hook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return next(ctx, network, addr)
+	}
+}
+
+// ProcessHook retries one command.
+func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		var last error
+		err := retry.Do(ctx, h.policy, func(ctx context.Context) error {
+			err := next(ctx, cmd)
+			last = err
+			if err == nil || err == redis.Nil {
+				return nil
+			}
+			return h.judge(ctx, err, cmd)
+		})
+		if err == nil {
+			if h.table.needLoad.Load() {
+				h.table.maybeReload(ctx, next)
+			}
+			return last // nil or redis.Nil
+		}
+		return replyAtFirst(err, last)
+	}
+}
+
+// judge turns the error of one attempt of cmd into what the retry loop
+// needs: a retryable *CommandError, or one marked Permanent.
+func (h *hook) judge(ctx context.Context, err error, cmd redis.Cmder) error {
+	o := classify(err, false)
+	switch o {
+	case outcomeReply:
+		return retry.Permanent(err)
+	case outcomeFinal:
+		return retry.Permanent(&CommandError{Command: cmd.Name(), Err: err, outcome: outcomeNotSent})
+	}
+	ce := &CommandError{Command: cmd.Name(), Err: err, outcome: o}
+	if o == outcomeMaybeApplied && !h.table.safe(ctx, cmd) {
+		return retry.Permanent(ce)
+	}
+	return ce
+}
+
+// replyAtFirst returns a server reply that ended the call at its first
+// attempt as the client itself would have returned it (so that type
+// assertions to redis.Error keep working); every other failure is the
+// *retry.Error of the loop.
+func replyAtFirst(err, last error) error {
+	if re, ok := err.(*retry.Error); ok && re.Attempts == 1 && re.Reason == retry.ReasonPermanent {
+		if _, isReply := last.(redis.Error); isReply {
+			return last
+		}
+	}
+	return err
+}
+
+// ProcessPipelineHook retries a pipeline or a MULTI/EXEC transaction as a
+// whole: when nothing of it was sent, or when every command in it is safe
+// to repeat.
+func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var last error
+		attempt := 0
+		err := retry.Do(ctx, h.policy, func(ctx context.Context) error {
+			if attempt > 0 {
+				for _, c := range cmds {
+					c.SetErr(nil)
+				}
+			}
+			attempt++
+			err := next(ctx, cmds)
+			last = err
+			if err == redis.Nil {
+				// The first error is a missing key; look past it for a
+				// refusal, which go-redis does not report first.
+				for _, c := range cmds {
+					if e := c.Err(); e != nil && e != redis.Nil {
+						err = e
+						break
+					}
+				}
+			}
+			if err == nil || err == redis.Nil {
+				return nil
+			}
+			return h.judgePipeline(ctx, err, cmds)
+		})
+		if err == nil {
+			return last
+		}
+		return replyAtFirst(err, last)
+	}
+}
+
+func pipelineName(cmds []redis.Cmder) string {
+	if len(cmds) > 0 && cmds[0].Name() == "multi" {
+		return "multi"
+	}
+	return "pipeline"
+}
+
+// judgePipeline is judge for a pipeline. go-redis returns a transport
+// error, or the first command's error reply; for a reply, the pipeline is
+// retried only when the only errors in it are refusals (LOADING, ...) and
+// every command is safe to repeat, since the others already ran.
+func (h *hook) judgePipeline(ctx context.Context, err error, cmds []redis.Cmder) error {
+	o := classify(err, true)
+	switch o {
+	case outcomeReply, outcomeRefused:
+		refused := false
+		for _, c := range cmds {
+			ce := c.Err()
+			if ce == nil || ce == redis.Nil {
+				continue
+			}
+			switch classify(ce, true) {
+			case outcomeRefused:
+				refused = true
+			case outcomeReply:
+				return retry.Permanent(err)
+			}
+		}
+		if !refused || !h.table.allSafe(ctx, cmds) {
+			return retry.Permanent(err)
+		}
+		return &CommandError{Command: pipelineName(cmds), Err: err, outcome: outcomeRefused}
+	case outcomeFinal:
+		return retry.Permanent(&CommandError{Command: pipelineName(cmds), Err: err, outcome: outcomeNotSent})
+	}
+	ce := &CommandError{Command: pipelineName(cmds), Err: err, outcome: o}
+	if o == outcomeMaybeApplied && !h.table.allSafe(ctx, cmds) {
+		return retry.Permanent(ce)
+	}
+	return ce
+}
+
+func lower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,109 @@
+package retryvalkey_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/redistest"
+	"github.com/retrykit/retry/retryvalkey"
+)
+
+// BenchmarkGet measures one successful GET against a local redis-server
+// with the bare valkey-go client and through NewClient; compare with
+// benchstat:
+//
+//	go test -run '^$' -bench Get -benchmem -count 8 ./retryvalkey
+func BenchmarkGet(b *testing.B) {
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	run := func(b *testing.B, c valkey.Client) {
+		defer c.Close()
+		if err := c.Do(ctx, c.B().Set().Key("k").Value("v").Build()).Error(); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			if err := c.Do(ctx, c.B().Get().Key("k").Build()).Error(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("bare", func(b *testing.B) {
+		c, err := valkey.NewClient(option(srv.Addr()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, c)
+	})
+	b.Run("retryvalkey", func(b *testing.B) {
+		c, err := retryvalkey.NewClient(option(srv.Addr()), retry.Policy{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, c)
+	})
+}
+
+// BenchmarkSet is BenchmarkGet for a write valkey-go does not retry by
+// itself (SET, which retryvalkey marks retryable).
+func BenchmarkSet(b *testing.B) {
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	run := func(b *testing.B, c valkey.Client) {
+		defer c.Close()
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := c.Do(ctx, c.B().Set().Key("k").Value("v").Build()).Error(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("bare", func(b *testing.B) {
+		c, err := valkey.NewClient(option(srv.Addr()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, c)
+	})
+	b.Run("retryvalkey", func(b *testing.B) {
+		c, err := retryvalkey.NewClient(option(srv.Addr()), retry.Policy{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, c)
+	})
+}
+
+// BenchmarkIncr: a write that is not safe to repeat, sent through
+// retry.Do so that it can be retried while not sent.
+func BenchmarkIncr(b *testing.B) {
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	run := func(b *testing.B, c valkey.Client) {
+		defer c.Close()
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := c.Do(ctx, c.B().Incr().Key("n").Build()).Error(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("bare", func(b *testing.B) {
+		c, err := valkey.NewClient(option(srv.Addr()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, c)
+	})
+	b.Run("retryvalkey", func(b *testing.B) {
+		c, err := retryvalkey.NewClient(option(srv.Addr()), retry.Policy{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, c)
+	})
+}

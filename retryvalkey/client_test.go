@@ -1,0 +1,368 @@
+package retryvalkey_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+	"go.uber.org/goleak"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/faultproxy"
+	"github.com/retrykit/retry/internal/redistest"
+	"github.com/retrykit/retry/retryvalkey"
+)
+
+func testPolicy() retry.Policy {
+	return retry.Policy{
+		Initial:     time.Millisecond,
+		MaxDelay:    5 * time.Millisecond,
+		Jitter:      retry.FullJitter,
+		MaxAttempts: 20,
+	}
+}
+
+func option(addr string) valkey.ClientOption {
+	return valkey.ClientOption{InitAddress: []string{addr}, DisableCache: true}
+}
+
+func newClient(t testing.TB, addr string, p retry.Policy) valkey.Client {
+	t.Helper()
+	c, err := retryvalkey.NewClient(option(addr), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func only(names ...string) func(string) bool {
+	return func(n string) bool {
+		for _, x := range names {
+			if n == x {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func atoi(t testing.TB, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+	return n
+}
+
+// TestINCRThroughFaults: a proxy resets the connection after forwarding
+// 20 % of INCR and GET commands, before the reply. valkey-go does not
+// repeat INCR by itself, but does once it is marked ToRetryable, and then
+// overshoots; through retrykit the counter equals the INCRs applied once
+// each, and every GET succeeds.
+func TestINCRThroughFaults(t *testing.T) {
+	const calls = 1000
+	srv := redistest.Start(t)
+	cfg := faultproxy.Config{ResetAfter: 0.2, Seed: 1, Match: only("incr", "get")}
+	ctx := context.Background()
+
+	t.Run("valkey-go, INCR marked ToRetryable", func(t *testing.T) {
+		px := faultproxy.Start(t, srv.Addr(), cfg)
+		c, err := valkey.NewClient(option(px.Addr()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		failed := 0
+		for range calls {
+			if err := c.Do(ctx, c.B().Incr().Key("plain").Build().ToRetryable()).Error(); err != nil {
+				failed++
+			}
+		}
+		v, _ := srv.Do("GET", "plain")
+		t.Logf("valkey-go, INCR ToRetryable: %d INCR calls, %d failed, counter %s (proxy reset %d)", calls, failed, v, px.Resets())
+		if atoi(t, v) <= calls {
+			t.Fatalf("counter %s: expected valkey-go's own retries to overshoot %d", v, calls)
+		}
+	})
+
+	t.Run("retrykit", func(t *testing.T) {
+		px := faultproxy.Start(t, srv.Addr(), cfg)
+		c := newClient(t, px.Addr(), testPolicy())
+		before, _ := srv.CommandCalls("incr")
+		ok, maybe, last := 0, 0, int64(0)
+		for range calls {
+			n, err := c.Do(ctx, c.B().Incr().Key("rk").Build()).AsInt64()
+			switch {
+			case err == nil:
+				ok++
+				if n <= last {
+					t.Fatalf("INCR returned %d after %d", n, last)
+				}
+				last = n
+			case errors.Is(err, retryvalkey.ErrMaybeApplied):
+				maybe++
+			default:
+				t.Fatalf("INCR: %v; want success or ErrMaybeApplied", err)
+			}
+			if err := c.Do(ctx, c.B().Get().Key("rk").Build()).Error(); err != nil {
+				t.Fatalf("GET through faults: %v", err)
+			}
+		}
+		v, _ := srv.Do("GET", "rk")
+		after, _ := srv.CommandCalls("incr")
+		_, incrResets, _ := px.Counts("incr")
+		_, getResets, _ := px.Counts("get")
+		t.Logf("retrykit: %d INCR calls, %d succeeded, %d may have been applied; counter %s; server ran INCR %d times; %d GETs all succeeded (%d GET replies lost and retried)",
+			calls, ok, maybe, v, after-before, calls, getResets)
+		if got := atoi(t, v); got > calls || got != ok+maybe || int64(maybe) != incrResets || after-before != calls {
+			t.Fatalf("counter %d, server INCRs %d, successes %d, maybe-applied %d, proxy INCR resets %d", got, after-before, ok, maybe, incrResets)
+		}
+		if maybe == 0 || getResets == 0 {
+			t.Fatal("no faults were injected")
+		}
+	})
+}
+
+// TestNotSentRetried: while the proxy refuses connections, an INCR cannot
+// be sent; it is retried and applied exactly once.
+func TestNotSentRetried(t *testing.T) {
+	srv := redistest.Start(t)
+	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{})
+	ctx := context.Background()
+	c := newClient(t, px.Addr(), retry.Policy{Initial: 2 * time.Millisecond, MaxDelay: 10 * time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 100})
+	if err := px.SetRefuse(true); err != nil {
+		t.Fatal(err)
+	}
+	notice(c)
+	time.AfterFunc(50*time.Millisecond, func() { px.SetRefuse(false) })
+	if n, err := c.Do(ctx, c.B().Incr().Key("k").Build()).AsInt64(); err != nil || n != 1 {
+		t.Fatalf("INCR while refused then back: %d, %v", n, err)
+	}
+	if n, _ := srv.CommandCalls("incr"); n != 1 {
+		t.Fatalf("server ran INCR %d times; want 1", n)
+	}
+	px.SetRefuse(true)
+	defer px.SetRefuse(false)
+	c2 := newClientNoDial(t, px, retry.Policy{Initial: time.Millisecond, MaxDelay: time.Millisecond, MaxAttempts: 3})
+	err := c2.Do(ctx, c2.B().Incr().Key("k").Build()).Error()
+	var re *retry.Error
+	if !errors.Is(err, retryvalkey.ErrNotSent) || !errors.As(err, &re) || re.Attempts != 3 {
+		t.Fatalf("INCR against a refusing proxy: %v; want ErrNotSent after 3 attempts", err)
+	}
+}
+
+// newClientNoDial creates the client while the proxy accepts, then lets
+// the caller refuse: valkey-go dials at creation.
+func newClientNoDial(t *testing.T, px *faultproxy.Proxy, p retry.Policy) valkey.Client {
+	px.SetRefuse(false)
+	c := newClient(t, px.Addr(), p)
+	px.SetRefuse(true)
+	notice(c)
+	return c
+}
+
+// notice makes valkey-go find out that its connection was reset: refusing
+// also resets the open connection, and valkey-go learns it only when it
+// next writes. Without this, the next command would meet the write error
+// on the dead connection (which counts as "may have been applied", since
+// other commands' writes may have preceded it) rather than a refused dial.
+func notice(c valkey.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	c.Do(ctx, c.B().Ping().Build())
+}
+
+// TestWrongTypeNotRetried: a reply saying the request is wrong comes back
+// at once, as valkey-go returns it, after one call at the server.
+func TestWrongTypeNotRetried(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv.Addr(), testPolicy())
+	ctx := context.Background()
+	if err := c.Do(ctx, c.B().Set().Key("s").Value("v").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Do(ctx, c.B().Lpush().Key("s").Element("x").Build()).Error()
+	if ve, ok := valkey.IsValkeyErr(err); !ok || ve.Error()[:9] != "WRONGTYPE" {
+		t.Fatalf("LPUSH on a string: %v; want the WRONGTYPE reply", err)
+	}
+	if err := c.Do(ctx, c.B().Llen().Key("s").Build()).Error(); err == nil {
+		t.Fatal("LLEN on a string: want WRONGTYPE")
+	}
+	if n, _ := srv.CommandCalls("lpush"); n != 1 {
+		t.Fatalf("server ran LPUSH %d times; want 1", n)
+	}
+	if n, _ := srv.CommandCalls("llen"); n != 1 {
+		t.Fatalf("server ran LLEN (read-only) %d times; want 1", n)
+	}
+}
+
+// TestPolicyDrivesValkeyLoop: valkey-go's own loop stops at MaxAttempts,
+// the waits come from the policy, the Observer sees every attempt, and
+// idempotent writes and MarkSafe calls are repeated.
+func TestPolicyDrivesValkeyLoop(t *testing.T) {
+	srv := redistest.Start(t)
+	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: only("get")})
+	var mu sync.Mutex
+	kinds := map[retry.EventKind]int{}
+	p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3,
+		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+			mu.Lock()
+			kinds[e.Kind]++
+			mu.Unlock()
+		})}
+	c := newClient(t, px.Addr(), p)
+	ctx := context.Background()
+	err := c.Do(ctx, c.B().Get().Key("k").Build()).Error()
+	if !errors.Is(err, retryvalkey.ErrMaybeApplied) {
+		t.Fatalf("GET with every reply lost: %v; want ErrMaybeApplied", err)
+	}
+	if pa, r, _ := px.Counts("get"); pa+r != 3 {
+		t.Fatalf("proxy saw %d GETs; want 3 (MaxAttempts)", pa+r)
+	}
+	mu.Lock()
+	if kinds[retry.EventAttempt] != 3 || kinds[retry.EventRetry] != 2 || kinds[retry.EventDone] != 1 {
+		t.Fatalf("events %v; want 3 attempts, 2 retries, 1 done", kinds)
+	}
+	mu.Unlock()
+
+	var once atomic.Bool
+	px.SetConfig(faultproxy.Config{ResetAfter: 1, Match: func(n string) bool {
+		return (n == "set" || n == "incr") && once.CompareAndSwap(false, true)
+	}})
+	if err := c.Do(ctx, c.B().Set().Key("a").Value("1").Build()).Error(); err != nil {
+		t.Fatalf("SET (idempotent) after a lost reply: %v", err)
+	}
+	once.Store(false)
+	if err := c.Do(retryvalkey.MarkSafe(ctx), c.B().Incr().Key("n").Build()).Error(); err != nil {
+		t.Fatalf("INCR marked safe after a lost reply: %v", err)
+	}
+	if v, _ := srv.Do("GET", "n"); v != "2" {
+		t.Fatalf("n = %q; want 2 (applied, then repeated as the caller allowed)", v)
+	}
+}
+
+// TestRecoverUnderLoad: steady reads while the server's clients are
+// killed, the server is paused and the server is restarted empty: every
+// read succeeds within the policy, and nothing leaks.
+func TestRecoverUnderLoad(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+		goleak.IgnoreAnyFunction("github.com/retrykit/retry/internal/redistest.(*Server).start.func1"))
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	p := retry.Policy{Initial: 2 * time.Millisecond, MaxDelay: 50 * time.Millisecond, Jitter: retry.FullJitter,
+		MaxAttempts: retry.Unlimited, MaxElapsed: 5 * time.Second}
+	c, err := retryvalkey.NewClient(option(srv.Addr()), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		disrupt func()
+	}{
+		{"client kill", func() {
+			if _, err := srv.Do("CLIENT", "KILL", "TYPE", "normal"); err != nil {
+				t.Error(err)
+			}
+		}},
+		{"client pause", func() {
+			if _, err := srv.Do("CLIENT", "PAUSE", "100", "ALL"); err != nil {
+				t.Error(err)
+			}
+		}},
+		{"restart", func() { srv.Restart() }},
+	} {
+		var wg sync.WaitGroup
+		var reads atomic.Int64
+		var worst atomic.Int64
+		stop := make(chan struct{})
+		for range 2 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					start := time.Now()
+					if err := c.Do(ctx, c.B().Get().Key("missing").Build()).Error(); err != nil && !valkey.IsValkeyNil(err) {
+						t.Errorf("%s: GET: %v", tc.name, err)
+						return
+					}
+					reads.Add(1)
+					if d := int64(time.Since(start)); d > worst.Load() {
+						worst.Store(d)
+					}
+				}
+			})
+		}
+		time.Sleep(30 * time.Millisecond)
+		tc.disrupt()
+		time.Sleep(150 * time.Millisecond)
+		close(stop)
+		wg.Wait()
+		t.Logf("%s: %d reads, slowest %v", tc.name, reads.Load(), time.Duration(worst.Load()))
+	}
+	c.Close()
+}
+
+func TestNewClientRefuses(t *testing.T) {
+	srv := redistest.Start(t)
+	for name, tc := range map[string]struct {
+		opt valkey.ClientOption
+		p   retry.Policy
+	}{
+		"DisableRetry":       {valkey.ClientOption{InitAddress: []string{srv.Addr()}, DisableRetry: true}, retry.Policy{}},
+		"RetryDelay":         {valkey.ClientOption{InitAddress: []string{srv.Addr()}, RetryDelay: func(int, valkey.Completed, error) time.Duration { return 0 }}, retry.Policy{}},
+		"AttemptTimeout":     {option(srv.Addr()), retry.Policy{AttemptTimeout: time.Second}},
+		"DecorrelatedJitter": {option(srv.Addr()), retry.Policy{Jitter: retry.DecorrelatedJitter}},
+		"invalid policy":     {option(srv.Addr()), retry.Policy{MaxAttempts: -5}},
+	} {
+		if c, err := retryvalkey.NewClient(tc.opt, tc.p); err == nil {
+			c.Close()
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestDoMulti: a pipeline of safe commands is repeated after a lost
+// reply; one holding an INCR is not.
+func TestDoMulti(t *testing.T) {
+	srv := redistest.Start(t)
+	var fault atomic.Value
+	fault.Store("")
+	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: func(n string) bool { return fault.CompareAndSwap(n, "") }})
+	c := newClient(t, px.Addr(), testPolicy())
+	ctx := context.Background()
+
+	fault.Store("get")
+	r := c.DoMulti(ctx, c.B().Set().Key("a").Value("1").Build(), c.B().Get().Key("a").Build())
+	if v, err := r[1].ToString(); err != nil || v != "1" {
+		t.Fatalf("safe pipeline after a lost reply: %q, %v", v, err)
+	}
+
+	fault.Store("get")
+	before, _ := srv.CommandCalls("incr")
+	r = c.DoMulti(ctx, c.B().Incr().Key("n").Build(), c.B().Get().Key("n").Build())
+	if err := r[1].Error(); !errors.Is(err, retryvalkey.ErrMaybeApplied) {
+		t.Fatalf("pipeline with INCR: %v; want ErrMaybeApplied", err)
+	}
+	if after, _ := srv.CommandCalls("incr"); after-before != 1 {
+		t.Fatalf("INCR ran %d times; want 1", after-before)
+	}
+
+	fault.Store("exec")
+	r = c.DoMulti(ctx, c.B().Multi().Build(), c.B().Set().Key("b").Value("2").Build(), c.B().Exec().Build())
+	if err := r[2].Error(); err != nil {
+		t.Fatalf("MULTI SET EXEC after a lost reply: %v", err)
+	}
+	if n, _ := srv.CommandCalls("exec"); n != 2 {
+		t.Fatalf("EXEC ran %d times; want 2 (lost, repeated)", n)
+	}
+}
