@@ -70,6 +70,12 @@ type BudgetConfig struct {
 // Over any span of T, the retries granted are at most
 // Ratio × (first attempts) + MinPerSecond × (T + 2 × Window).
 //
+// Processes can share one Budget (one Ratio, one floor for all of them)
+// through a store: retryredis.ShareBudget and retryvalkey.ShareBudget keep
+// it in step from a background goroutine through [Budget.SetFleet]; the
+// decision stays local and the bound above then holds for the whole fleet,
+// plus a documented slack per process.
+//
 // Get one with [NewBudget] or a preset ([GRPCBudget], [FinagleBudget],
 // [AWSRetryQuota]). The zero Budget is ready to use and has the defaults:
 // 10% of first attempts plus 1 retry per second, over 10 s. A Budget must

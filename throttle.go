@@ -71,6 +71,11 @@ type ThrottleConfig struct {
 // above zero; between readings events are dated to the last reading, so the
 // window may end up to 64 events late while the backend is healthy.
 //
+// Processes can share one Throttle through a store
+// (retryredis.ShareThrottle, retryvalkey.ShareThrottle): the rejection
+// probability is then computed from the requests and accepts of the whole
+// fleet, as last synced through [Throttle.SetFleet].
+//
 // Get one with [NewThrottle]. The zero Throttle is ready to use with the
 // defaults (K 2, window 2 minutes, the default Accepted rule). A Throttle
 // must not be copied after first use.
