@@ -278,7 +278,12 @@ func TestShareErrors(t *testing.T) {
 	}
 }
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if workerMain() {
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // TestShareReadsFleetKeys: counts another process wrote under the prefix
 // (any client: the keys and script are retryredis's too) spend this
