@@ -99,7 +99,7 @@ func runWorker(c workerConfig) (*workerResult, error) {
 		return nil, err
 	}
 	rdb, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{c.Redis}, DisableCache: true,
-		DisableRetry: true, Dialer: net.Dialer{Timeout: 100 * time.Millisecond}})
+		DisableRetry: true, Dialer: net.Dialer{Timeout: time.Second}})
 	if err != nil {
 		return nil, err
 	}

@@ -42,9 +42,11 @@ func WithSyncInterval(d time.Duration) ShareOption {
 	return shareOption(func(c *fleet.Config) { c.Interval = d })
 }
 
-// WithSyncTimeout bounds one sync. A sync that fails or takes longer makes
-// the process decide locally until a sync succeeds again. Default: the
-// sync interval; it may not exceed it.
+// WithSyncTimeout bounds one sync while the process decides with the
+// fleet's counts: a sync that fails or takes longer makes it decide
+// locally until a sync succeeds again. Default: the sync interval; it may
+// not exceed it. While the process decides locally, a sync (typically a
+// new connection) may take up to 1 s, as nothing waits on it.
 func WithSyncTimeout(d time.Duration) ShareOption {
 	return shareOption(func(c *fleet.Config) { c.Timeout = d })
 }

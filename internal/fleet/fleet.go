@@ -39,6 +39,9 @@ const (
 	MinInterval = 100 * time.Millisecond
 )
 
+// rejoinTimeout bounds a sync made while the process decides locally.
+const rejoinTimeout = time.Second
+
 // ErrNoScript is what a Store's EvalSHA returns (or wraps) when the server
 // does not know the script (NOSCRIPT): the engine then loads it again.
 var ErrNoScript = errors.New("fleet: NOSCRIPT")
@@ -66,8 +69,11 @@ type Config struct {
 	// Interval is the time between two syncs. Zero means DefaultInterval
 	// (100 ms); values below MinInterval are invalid.
 	Interval time.Duration
-	// Timeout bounds one sync (with a NOSCRIPT reload). Zero means
-	// Interval; values above Interval, or negative, are invalid.
+	// Timeout bounds one sync (with a NOSCRIPT reload) while the process
+	// decides with the fleet's counts. Zero means Interval; values above
+	// Interval, or negative, are invalid. While the process decides
+	// locally (before the first sync, after a failure) a sync may take up
+	// to 1 s, as nothing waits on it.
 	Timeout time.Duration
 	// Logger receives the switches to local and back, and bad data. Nil
 	// means slog.Default().
@@ -259,7 +265,15 @@ func (e *Engine) run() {
 
 // syncOnce runs one sync and applies its outcome. Called only by run.
 func (e *Engine) syncOnce() {
-	ctx, cancel := context.WithTimeout(e.ctx, e.cfg.Timeout) // Close interrupts it too
+	// While shared, a sync that outlasts Timeout switches the process to
+	// local decisions. While local, nothing waits on the sync, so a slow
+	// one (a new connection's handshake on a loaded machine) is given up
+	// to rejoinTimeout to succeed rather than failing again and again.
+	timeout := e.cfg.Timeout
+	if !e.shared.Load() {
+		timeout = max(timeout, rejoinTimeout)
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, timeout) // Close interrupts it too
 	defer cancel()
 	now := time.Now()
 	k := now.UnixNano() / int64(e.slot)
