@@ -310,10 +310,6 @@ func TestRESTStackedOverTransport(t *testing.T) {
 	c := restClient(t, &calls, func(int) restAnswer { return restAnswer{code: 503} }, hc)
 	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
 	getInstance(t.Context(), c)
-	if n := calls.Load(); n == 9 {
-		// TEMPORARY until retryhttp's header mark is merged (branch http).
-		t.Skip("retryhttp does not yet set Retry-Exhausted on the response it gives up on")
-	}
 	if n := calls.Load(); n != 3 {
 		t.Fatalf("server saw %d calls, want 3 (one layer)", n)
 	}
@@ -326,5 +322,43 @@ func TestInvalidPolicyRetriesNothing(t *testing.T) {
 	getInstance(t.Context(), c)
 	if n := f.calls.Load(); n != 1 {
 		t.Fatalf("server saw %d calls, want 1", n)
+	}
+}
+
+// A Throttle that rejects (here: fed 100,000 overloads, so it rejects
+// with probability 0.99999) turns retries into local rejections: they cost
+// attempts, as in retry.Do, and send nothing.
+func TestThrottleRejectsRetries(t *testing.T) {
+	th, err := retry.NewThrottle(retry.ThrottleConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 100_000 {
+		th.Record(false)
+	}
+	var (
+		mu    sync.Mutex
+		kinds []string
+	)
+	p := fast
+	p.MaxAttempts = 3
+	p.Throttle = th
+	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		kinds = append(kinds, e.Kind.String())
+	})
+	f := &fakeRedis{script: failing(100, status.Error(codes.Unavailable, "down"))}
+	c := grpcClient(t, f)
+	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+	if _, err := getInstance(t.Context(), c); status.Code(err) != codes.Unavailable {
+		t.Fatalf("err = %v", err)
+	}
+	if n := f.calls.Load(); n != 1 {
+		t.Fatalf("server saw %d calls, want 1: the retries were rejected locally", n)
+	}
+	want := []string{"attempt", "retry", "throttled", "retry", "throttled", "done"}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("events = %v, want %v", kinds, want)
 	}
 }

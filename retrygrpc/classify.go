@@ -169,3 +169,13 @@ func result(err error) error {
 	}
 	return err
 }
+
+// original returns the error an attempt got from grpc, without the
+// interceptor's wrappers.
+func original(err error) error {
+	var ae *attemptError
+	if errors.As(err, &ae) {
+		return ae.err
+	}
+	return err
+}

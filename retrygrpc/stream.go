@@ -37,7 +37,10 @@ import (
 // stream that succeeds without a retry is counted by the Budget as a
 // first attempt when it commits; the Observer hears of streams only when
 // they fail). The Throttle is asked before each attempt and told each
-// attempt's outcome.
+// attempt's outcome. When opening the stream failed and was retried, and
+// the stream then fails again before committing (in RecvMsg), a second
+// retry.Do continues with the attempts and time left: the Observer sees its attempts numbered from 1 again and
+// the Budget counts one more first attempt.
 func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientInterceptor {
 	c := newConfig(opts)
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
@@ -53,6 +56,9 @@ func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientIn
 		}
 		cs, err := s.open(ctx)
 		if err != nil {
+			if ctx.Err() != nil || retry.IsPermanent(err) {
+				return nil, original(err)
+			}
 			if cs, err = s.episode(err, nil); err != nil {
 				return nil, err
 			}

@@ -336,3 +336,53 @@ func TestStreamBudgetCountsSuccesses(t *testing.T) {
 		}
 	}
 }
+
+// Server hints apply to streams too: a negative pushback stops at once, a
+// RetryInfo sets the wait.
+func TestStreamServerHints(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		fail    func(grpc.ServerStream) error
+		calls   int
+		minWait time.Duration
+	}{
+		{"pushback -1", func(st grpc.ServerStream) error {
+			st.SetTrailer(metadata.Pairs("grpc-retry-pushback-ms", "-1"))
+			return status.Error(codes.Unavailable, "go away")
+		}, 1, 0},
+		{"pushback 150", func(st grpc.ServerStream) error {
+			st.SetTrailer(metadata.Pairs("grpc-retry-pushback-ms", "150"))
+			return status.Error(codes.Unavailable, "later")
+		}, 2, 150 * time.Millisecond},
+		{"RetryInfo 150ms", func(grpc.ServerStream) error {
+			return withRetryInfo(codes.ResourceExhausted, 150*time.Millisecond)
+		}, 2, 150 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &echoServer{bidi: func(n int, st grpc.ServerStream) error {
+				if n == 1 {
+					return tc.fail(st)
+				}
+				return echoAll(st)
+			}}
+			cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+			start := time.Now()
+			cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sendAll(t, cs, "a")
+			got, err := recvAll(cs)
+			took := time.Since(start)
+			if n := s.Calls(methodBidi); n != tc.calls {
+				t.Fatalf("server saw %d attempts, want %d (err %v)", n, tc.calls, err)
+			}
+			if tc.calls == 2 && (err != nil || !slices.Equal(got, []string{"a"}) || took < tc.minWait || took > tc.minWait+300*time.Millisecond) {
+				t.Fatalf("got %q, %v after %v; want [a] after about %v", got, err, took, tc.minWait)
+			}
+			if tc.calls == 1 && status.Code(err) != codes.Unavailable {
+				t.Fatalf("err = %v, want Unavailable", err)
+			}
+		})
+	}
+}

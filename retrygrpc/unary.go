@@ -66,6 +66,13 @@ func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInte
 				unaryPool.Put(u)
 				return nil
 			}
+			if ctx.Err() != nil {
+				// retry.Do would stop before its first attempt and lose
+				// this error: return it as retry.Do's loop would.
+				u.reset()
+				unaryPool.Put(u)
+				return first
+			}
 			first = c.classify(ctx, &p, first, u.trailer)
 		}
 		err := retry.Do(ctx, p, func(actx context.Context) error {

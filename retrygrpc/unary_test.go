@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -432,5 +433,50 @@ func TestUnaryNoExtraAllocs(t *testing.T) {
 	t.Logf("allocs per call: bare %.1f, bare with grpc.Trailer %.1f, with interceptor %.1f", plain, withTrailer, b)
 	if b > withTrailer+0.5 {
 		t.Fatalf("interceptor adds %.1f allocations per successful call beyond grpc's trailer copy", b-withTrailer)
+	}
+}
+
+// The policy's Observer sees the interceptor's attempts as retry.Do's.
+func TestUnaryObserver(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		events []string
+	)
+	p := fast
+	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, e.Kind.String())
+	})
+	s := &echoServer{unary: failFirst(1, status.Error(codes.Unavailable, "down"))}
+	cc := serve(t, s, retrygrpc.DialOptions(p)...)
+	if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"attempt", "retry", "attempt", "done"}; !slices.Equal(events, want) {
+		t.Fatalf("events = %v, want %v", events, want)
+	}
+}
+
+// The caller's context ends during the first attempt: the error is grpc's,
+// unchanged, whether or not the policy lets the first attempt skip the loop.
+func TestUnaryCallerCancelDuringFirstAttempt(t *testing.T) {
+	for _, p := range []retry.Policy{fast, {MaxAttempts: 3, MaxElapsed: time.Minute}} {
+		ctx, cancel := context.WithCancel(t.Context())
+		s := &echoServer{unary: func(_ context.Context, n int, in string) (string, error) {
+			cancel() // the caller gives up while the server answers
+			return "", status.Error(codes.Unavailable, "down")
+		}}
+		cc := serve(t, s, retrygrpc.DialOptions(p)...)
+		_, err := callUnary(ctx, cc, methodUnary)
+		if c := status.Code(err); c != codes.Canceled && c != codes.Unavailable {
+			t.Fatalf("policy %+v: err = %v, want grpc's own error", p, err)
+		}
+		if _, ok := err.(interface{ GRPCStatus() *status.Status }); !ok {
+			t.Fatalf("policy %+v: err = %T %v, want the status error itself", p, err, err)
+		}
+		if got := s.Calls(methodUnary); got != 1 {
+			t.Fatalf("server saw %d attempts, want 1", got)
+		}
 	}
 }

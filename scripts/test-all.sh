@@ -57,6 +57,7 @@ step "examples/memorystore: retrygax/retrygrpc under the generated Memorystore c
 
 step "retrygrpc: allocations of a successful call (needs a run without -race: sync.Pool drops items under it)"
 (cd retrygrpc && go test -count=1 -run 'NoExtraAllocs' .)
+
 step "examples/otel: retry metrics through the OpenTelemetry Prometheus exporter (loopback; fails without the retry series)"
 (cd examples/otel && go run .)
 

@@ -3,6 +3,7 @@ package sim_test
 import (
 	"context"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -99,6 +100,11 @@ func TestFleetBound(t *testing.T) {
 	if lr < 5*sr {
 		t.Errorf("local budgets: %.0f retries, want far more than shared %.0f", lr, sr)
 	}
+	// Deterministic, trial after trial.
+	s.Trials = 3
+	if a, b := run(t, s), run(t, s); !reflect.DeepEqual(a, b) {
+		t.Error("same fleet scenario, different results")
+	}
 }
 
 func TestBudgetErrors(t *testing.T) {
@@ -113,5 +119,22 @@ func TestBudgetErrors(t *testing.T) {
 		if err == nil || !contains(err.Error(), name) {
 			t.Errorf("%s: error %v", name, err)
 		}
+	}
+}
+
+// The contention model honours the budget too: writes that lost the race
+// are retried only while the budget allows.
+func TestBudgetContention(t *testing.T) {
+	s := study(retry.FullJitter, 1)
+	free := run(t, s)
+	s.Budget = &retry.BudgetConfig{Ratio: -1, MinPerSecond: 1, Window: 10 * time.Second}
+	r := run(t, s)
+	t.Logf("with a budget: %v retries, %v refused, %v succeeded by %v; without: %v retries",
+		r.Requests-100, r.BudgetRefused, r.Succeeded, r.CompletionMax, free.Requests-100)
+	// A reserve of 10 retries per 10 s; the run lasts a few seconds.
+	if retries := r.Requests - 100; retries > 10*(r.CompletionMax.Seconds()/10+2) || r.BudgetRefused == 0 ||
+		r.Succeeded+r.GaveUp != 100 || retries >= free.Requests-100 {
+		t.Errorf("with a budget: %v retries, %v refused, %v succeeded; without: %v retries",
+			retries, r.BudgetRefused, r.Succeeded, free.Requests-100)
 	}
 }

@@ -21,7 +21,7 @@ import "github.com/retrykit/retry"
 // the outage, before the slot's capacity is settled, joins the slot.
 
 const (
-	minChunk   = 16  // events per chunk, at least
+	minChunk   = 4   // events per chunk, at least
 	maxChunk   = 256 // and at most
 	blockShift = 16  // 1<<blockShift events are allocated together
 	noChunk    = -1
@@ -111,6 +111,30 @@ func (p *pool) push(l *list, e event) {
 	p.chunk(l.tail)[l.tailN] = e
 	l.tailN++
 	l.n++
+}
+
+// A list is read and given back chunk by chunk, in a plain loop (the hot
+// path of the simulator):
+//
+//	for id := l.head; id != noChunk; id = p.release(id) {
+//		for _, e := range p.events(&l, id) { ... }
+//	}
+
+// events returns the events of chunk id of l.
+func (p *pool) events(l *list, id int32) []event {
+	ch := p.chunk(id)
+	if id == l.tail {
+		return ch[:l.tailN]
+	}
+	return ch
+}
+
+// release gives chunk id back to the pool and returns the chunk that
+// followed it in its list.
+func (p *pool) release(id int32) int32 {
+	nx := p.next[id]
+	p.put(id)
+	return nx
 }
 
 // calendar is the capacity model's queue.
@@ -288,13 +312,9 @@ func (sr *slotRun) outagePhase(l list) error {
 	q := &st.q
 	outage := int64(st.s.Outage)
 	sr.kept = emptyList()
-	for id := l.head; id != noChunk; {
-		ch := q.chunk(id)
-		m := q.clen
-		if id == l.tail {
-			m = int(l.tailN)
-		}
-		for i := 0; i < m; i++ {
+	for id := l.head; id != noChunk; id = q.release(id) {
+		ch := q.events(&l, id)
+		for i := range ch {
 			e := ch[i]
 			if err := st.tick(); err != nil {
 				return err
@@ -310,9 +330,6 @@ func (sr *slotRun) outagePhase(l list) error {
 				return err
 			}
 		}
-		nx := q.pool.next[id]
-		q.put(id)
-		id = nx
 	}
 	return nil
 }
@@ -326,13 +343,9 @@ func (sr *slotRun) servePhase(l list) error {
 	st := sr.st
 	q := &st.q
 	if l.n <= int64(st.s.Capacity) { // all accepted
-		for id := l.head; id != noChunk; {
-			ch := q.chunk(id)
-			m := q.clen
-			if id == l.tail {
-				m = int(l.tailN)
-			}
-			for i := 0; i < m; i++ {
+		for id := l.head; id != noChunk; id = q.release(id) {
+			ch := q.events(&l, id)
+			for i := range ch {
 				if err := st.tick(); err != nil {
 					return err
 				}
@@ -340,9 +353,6 @@ func (sr *slotRun) servePhase(l list) error {
 				st.done = append(st.done, ch[i].t)
 				st.finished++
 			}
-			nx := q.pool.next[id]
-			q.put(id)
-			id = nx
 		}
 		sr.count += l.n
 		sr.r.requests += l.n
@@ -350,13 +360,9 @@ func (sr *slotRun) servePhase(l list) error {
 	}
 	capacity := st.s.Capacity
 	h := st.sel[:0]
-	for id := l.head; id != noChunk; {
-		ch := q.chunk(id)
-		m := q.clen
-		if id == l.tail {
-			m = int(l.tailN)
-		}
-		for i := 0; i < m; i++ {
+	for id := l.head; id != noChunk; id = q.release(id) {
+		ch := q.events(&l, id)
+		for i := range ch {
 			e := ch[i]
 			if err := st.tick(); err != nil {
 				return err
@@ -388,9 +394,6 @@ func (sr *slotRun) servePhase(l list) error {
 				return err
 			}
 		}
-		nx := q.pool.next[id]
-		q.put(id)
-		id = nx
 	}
 	for i := range h {
 		st.done = append(st.done, h[i].t)

@@ -32,7 +32,7 @@
 // ones draw their next waits in the order they were scheduled. Because
 // requests take no time, a policy whose waits are all zero
 // (retry.Immediate) with unlimited attempts would retry forever at one
-// instant, so Run rejects it unless a RetryAfter or a Budget ends it.
+// instant, so Run rejects it unless a RetryAfter moves the retries on.
 //
 // # Contention model (Model Contention)
 //
@@ -75,8 +75,9 @@
 // Run allocates per client one 32-byte event (plus room for an 8-byte
 // success time, touched only by clients that succeed; the contention model
 // adds 4 bytes), and per slot with pending events at most one partly
-// filled chunk of 16 to 256 events; it generates no garbage per request.
+// filled chunk of 4 to 256 events; it generates no garbage per request.
 // Before starting it estimates the memory it needs and refuses a Scenario
-// over MaxMemory. A run in which clients still wait at MaxTime ends with an
-// error, so every Scenario ends.
+// over MaxMemory, and one whose clients would surely send over MaxRequests
+// requests while the server cannot take them. A run in which clients still wait
+// at MaxTime ends with an error, so every Scenario ends.
 package sim

@@ -53,7 +53,7 @@ const (
 	DefaultLatency   = 10 * time.Millisecond  // mean one-way message delay (contention)
 	DefaultLatencySD = 2 * time.Millisecond   // its standard deviation (contention)
 	DefaultTrials    = 1                      // independent runs averaged
-	DefaultMaxMemory = 4 << 30                // bytes a run may need (4 GiB)
+	DefaultMaxMemory = 4 << 30                // bytes a run may need (4 GiB), for a zero Scenario.MaxMemory
 )
 
 // Scenario describes one simulation. The zero value of every field except
@@ -154,7 +154,8 @@ type Result struct {
 	Requests float64
 
 	// Succeeded and GaveUp are the mean numbers of clients per trial that
-	// succeeded and that gave up (stopped by MaxAttempts or MaxElapsed).
+	// succeeded and that gave up (stopped by MaxAttempts, MaxElapsed or the
+	// budget).
 	Succeeded, GaveUp float64
 
 	// RequestsPerSuccess is Requests / Succeeded (+Inf when none succeeded).
@@ -259,12 +260,12 @@ func (s *Scenario) resolve() error {
 		return fmt.Errorf("sim: %w", err)
 	}
 	if s.Model == Capacity && s.Policy.Initial == retry.Immediate && s.Policy.MaxAttempts == retry.Unlimited &&
-		s.RetryAfter == 0 && s.Budget == nil {
+		s.RetryAfter == 0 {
 		// A refused client would retry at the same instant forever: requests
 		// take no virtual time here, so not even MaxElapsed could end it.
 		return bad("Policy.Initial retry.Immediate (no waits) with Policy.MaxAttempts retry.Unlimited never ends: " +
 			"requests take no time in the capacity model, so a refused client retries forever at one instant " +
-			"(MaxElapsed cannot stop it); limit MaxAttempts, set RetryAfter or a Budget")
+			"(MaxElapsed cannot stop it, nor can a budget be relied on to); limit MaxAttempts or set RetryAfter")
 	}
 	if s.Capacity == 0 {
 		s.Capacity = DefaultCapacity
@@ -287,6 +288,13 @@ func (s *Scenario) resolve() error {
 	if s.MaxMemory == 0 {
 		s.MaxMemory = DefaultMaxMemory
 	}
+	if s.Model == Capacity && (s.Budget == nil || s.budgetAllowance() >= MaxRequests) {
+		if n := s.minRequests(); n > MaxRequests {
+			return bad("the clients would send at least %.3g requests while the server cannot take them (the Outage, "+
+				"or Capacity per Slot), over MaxRequests (%.0e): waits of at most Policy.MaxDelay %v are too short; "+
+				"lengthen them or limit Policy.MaxAttempts or MaxElapsed", n, MaxRequests, s.maxWait())
+		}
+	}
 	if need := s.memory(); s.MaxMemory > 0 && need > s.MaxMemory {
 		return bad("needs about %s for %d clients, over MaxMemory %s", byteSize(need), s.Clients, byteSize(s.MaxMemory))
 	}
@@ -302,7 +310,7 @@ func (s *Scenario) resolve() error {
 //
 // Memory: about 32 bytes per client in the capacity model (36 in the
 // contention model), plus 8 bytes per client that succeeds, plus up to one
-// chunk of 16 to 256 events (32 bytes each) per slot with pending events,
+// chunk of 4 to 256 events (32 bytes each) per slot with pending events,
 // plus 16 bytes per slot of Load (at most 2^20 slots), plus a few MiB.
 func Run(ctx context.Context, s Scenario) (Result, error) {
 	if err := s.resolve(); err != nil {

@@ -218,15 +218,18 @@ func TestEveryScenarioEnds(t *testing.T) {
 	if err != nil || r.Succeeded != 1000 {
 		t.Errorf("1,000 clients: %v, succeeded %v", err, r.Succeeded)
 	}
-	// Zero waits and unlimited attempts, with and without MaxElapsed:
-	// refused before running.
-	for _, me := range []time.Duration{0, 5 * time.Second} {
-		start := time.Now()
-		_, err := sim.Run(ctx, sim.Scenario{Clients: 10000, Outage: time.Second,
-			Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: retry.Unlimited, MaxElapsed: me}})
-		if !errors.Is(err, sim.ErrScenario) || !strings.Contains(err.Error(), "Initial") ||
-			!strings.Contains(err.Error(), "MaxAttempts") || time.Since(start) > time.Second {
-			t.Errorf("zero waits, MaxElapsed %v: error %v", me, err)
+	// Zero waits and unlimited attempts, with and without MaxElapsed, and
+	// with a budget whose floor would never run out: refused before
+	// running.
+	for _, b := range []*retry.BudgetConfig{nil, {MinPerSecond: 1e300}} {
+		for _, me := range []time.Duration{0, 5 * time.Second} {
+			start := time.Now()
+			_, err := sim.Run(ctx, sim.Scenario{Clients: 10000, Outage: time.Second, Budget: b,
+				Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: retry.Unlimited, MaxElapsed: me}})
+			if !errors.Is(err, sim.ErrScenario) || !strings.Contains(err.Error(), "Initial") ||
+				!strings.Contains(err.Error(), "MaxAttempts") || time.Since(start) > time.Second {
+				t.Errorf("zero waits, MaxElapsed %v, budget %v: error %v", me, b, err)
+			}
 		}
 	}
 	// Zero waits with a finite limit end at once: each refused client
@@ -241,6 +244,26 @@ func TestEveryScenarioEnds(t *testing.T) {
 		Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: retry.Unlimited}})
 	if err != nil || r.Succeeded != 300 || r.Requests != 300+200+100 {
 		t.Errorf("zero waits with Retry-After: %v, succeeded %v requests %v", err, r.Succeeded, r.Requests)
+	}
+	// Waits of 1 ns through an hour's outage: 3.6e12 requests per client,
+	// refused up front.
+	start := time.Now()
+	_, err = sim.Run(ctx, sim.Scenario{Clients: 10000, Outage: time.Hour,
+		Policy: retry.Policy{Initial: 1, MaxDelay: 1, MaxAttempts: retry.Unlimited}})
+	if !errors.Is(err, sim.ErrScenario) || !strings.Contains(err.Error(), "MaxRequests") || time.Since(start) > time.Second {
+		t.Errorf("1 ns waits through an hour's outage: error %v", err)
+	}
+	// ... also with a budget too generous to stop anyone.
+	_, err = sim.Run(ctx, sim.Scenario{Clients: 10000, Outage: time.Hour, Budget: &retry.BudgetConfig{MinPerSecond: 1e300},
+		Policy: retry.Policy{Initial: 1, MaxDelay: 1, MaxAttempts: retry.Unlimited}})
+	if !errors.Is(err, sim.ErrScenario) || !strings.Contains(err.Error(), "MaxRequests") {
+		t.Errorf("1 ns waits, a boundless budget: error %v", err)
+	}
+	// The same with no outage but one request per second served.
+	_, err = sim.Run(ctx, sim.Scenario{Clients: 10000, Capacity: 1, Slot: time.Second,
+		Policy: retry.Policy{Initial: 1, MaxDelay: 1, MaxAttempts: retry.Unlimited}})
+	if !errors.Is(err, sim.ErrScenario) || !strings.Contains(err.Error(), "MaxRequests") {
+		t.Errorf("1 ns waits, one request per second served: error %v", err)
 	}
 	// Contention: the time saturates too, and ends the same way.
 	_, err = sim.Run(ctx, sim.Scenario{Model: sim.Contention, Clients: 3, Latency: h, LatencySD: h,

@@ -64,8 +64,8 @@ With --budget local or shared the clients have a retry budget (retry.Budget's ru
 time: --budget-ratio, --budget-min-per-second, --budget-window); --processes P splits them into a
 fleet of P processes, each with a budget of its own (local) or all drawing on one (shared).
 
-A run whose memory estimate (about 33 bytes per client in the capacity model) exceeds --max-memory
-is refused before it starts.`,
+A run whose memory estimate (about 40 bytes per client, more when the slots are short compared with the
+waits) exceeds --max-memory is refused before it starts.`,
 		Example: `  retry simulate --clients 10000 --capacity 100 --outage 10s --compare none,full,equal,decorrelated --out herd.png
   retry simulate --model contention --clients 100 --trials 100 --initial 10ms --max-delay 2s --attempts -1 --compare full,equal,decorrelated,none
   retry simulate --clients 10000 --start-window 60s --outage 1000h --attempts -1 --max-elapsed 60s --processes 100 --budget shared`,
@@ -98,7 +98,7 @@ is refused before it starts.`,
 	f.Float64Var(&o.budgetFloor, "budget-min-per-second", retry.DefaultBudgetMinPerSecond, "retries per second the budget grants whatever the traffic (negative: none)")
 	f.DurationVar(&o.budgetWindow, "budget-window", retry.DefaultBudgetWindow, "how long the budget remembers first attempts and retries")
 	f.StringVar(&o.maxMemory, "max-memory", "", "refuse a run needing more memory than this, as 512MiB, 4GiB or none (default 4GiB, or the memory available if less)")
-	o.policy = addPolicyFlags(cmd)
+	o.policy = addPolicyFlags(cmd, "attempt-timeout", "quiet", "verbose", "log-format") // no attempt takes time, nothing is logged
 	return cmd
 }
 
@@ -389,9 +389,10 @@ func (p *progress) clear() {
 var simFlags = strings.NewReplacer(
 	"Policy.Initial retry.Immediate (no waits)", "--initial 0 (no waits)",
 	"Policy.MaxAttempts retry.Unlimited", "--attempts -1",
-	"limit MaxAttempts, set RetryAfter or a Budget", "limit --attempts, set --retry-after or --budget",
+	"limit MaxAttempts or set RetryAfter", "limit --attempts or set --retry-after",
 	"more Capacity, a longer Slot or fewer Clients", "more --capacity, a longer --slot or fewer --clients",
 	"virtual time reached MaxTime", "virtual time reached its end",
+	"over MaxRequests", "over the simulator's limit", "Policy.MaxAttempts", "--attempts",
 	"Policy.Initial", "--initial", "Policy.MaxDelay", "--max-delay", "MaxElapsed", "--max-elapsed",
 	"MaxMemory", "--max-memory", "MaxDuration", "the simulator's maximum", "Clients", "--clients",
 	"Processes", "--processes", "Outage", "--outage", "StartWindow", "--start-window", "RetryAfter", "--retry-after",

@@ -123,6 +123,7 @@ func TestSimulateBadInput(t *testing.T) {
 		{"--max-delay", []string{"--initial", "1h", "--max-delay", "1001h"}},
 		{"--attempts -1", []string{"--initial", "0", "--attempts", "-1", "--outage", "1s"}},
 		{"--max-elapsed", []string{"--initial", "0", "--attempts", "-1", "--outage", "1s", "--max-elapsed", "5s"}},
+		{"--max-delay 1ns", []string{"--initial", "1ns", "--max-delay", "1ns", "--attempts", "-1", "--outage", "1h"}},
 		{"--processes", []string{"--clients", "10", "--processes", "11"}},
 		{"--processes", []string{"--processes", "0"}},
 		{"--budget", []string{"--budget", "global"}},
@@ -145,13 +146,28 @@ func TestSimulateBadInput(t *testing.T) {
 			t.Errorf("%v: message %q: want one line naming %s", c.args, msg, c.name)
 		}
 		for _, field := range []string{"Outage", "StartWindow", "RetryAfter", "LatencySD", "Policy.", "MaxDelay", "MaxAttempts",
-			"MaxElapsed", "MaxMemory", "Processes", "Budget", "Clients", "MaxTime", "MaxDuration"} {
+			"MaxElapsed", "MaxMemory", "Processes", "Budget", "Clients", "MaxTime", "MaxDuration", "MaxRequests"} {
 			if strings.Contains(msg, field) {
 				t.Errorf("%v: message %q names the Go field %s", c.args, msg, field)
 			}
 		}
 		if d := time.Since(start); d > 10*time.Second {
 			t.Errorf("%v: refused after %v", c.args, d)
+		}
+	}
+}
+
+// simulate lists no flag that does nothing there.
+func TestSimulateFlags(t *testing.T) {
+	cmd := newSimulateCmd()
+	for _, name := range []string{"attempt-timeout", "quiet", "verbose", "log-format"} {
+		if cmd.Flags().Lookup(name) != nil {
+			t.Errorf("simulate has --%s, which does nothing there", name)
+		}
+	}
+	for _, name := range []string{"attempts", "initial", "jitter", "max-elapsed", "processes", "budget", "max-memory"} {
+		if cmd.Flags().Lookup(name) == nil {
+			t.Errorf("simulate has no --%s", name)
 		}
 	}
 }
