@@ -2,6 +2,7 @@ package retrygax
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/googleapis/gax-go/v2"
@@ -144,7 +145,9 @@ func (r *retryer) Retry(err error) (time.Duration, bool) {
 	}
 	var hint time.Duration
 	if v.hasHint && o.c.maxServerDelay >= 0 {
-		if v.hint > o.c.maxServerDelay {
+		// A hint beyond what a Duration holds (saturated by the parsers) is
+		// more than any cap, MaxInt64 included.
+		if v.hint > o.c.maxServerDelay || v.hint == math.MaxInt64 {
 			return r.giveUp(err, retry.ReasonPermanent, elapsed)
 		}
 		hint = addJitter(v.hint)

@@ -2,6 +2,7 @@ package retrygax_test
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -296,6 +297,24 @@ func TestRESTRetryAfter(t *testing.T) {
 	getInstance(t.Context(), c)
 	if n, took := calls.Load(), time.Since(start); n != 1 || took > 300*time.Millisecond {
 		t.Fatalf("server saw %d calls in %v, want 1 at once", n, took)
+	}
+}
+
+// A Retry-After beyond what a Duration holds is more than any cap, even
+// WithMaxServerDelay(math.MaxInt64): the error comes back at once, never a
+// wait that wraps or an instant retry.
+func TestRESTRetryAfterOverflow(t *testing.T) {
+	for _, ra := range []string{"9223372037", "99999999999999999999"} {
+		var calls atomic.Int32
+		c := restClient(t, &calls, func(n int) restAnswer {
+			return restAnswer{code: 503, headers: map[string]string{"Retry-After": ra}}
+		}, nil)
+		c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(fast, retrygax.WithMaxServerDelay(math.MaxInt64))}
+		start := time.Now()
+		getInstance(t.Context(), c)
+		if n, took := calls.Load(), time.Since(start); n != 1 || took > 300*time.Millisecond {
+			t.Fatalf("Retry-After %s: server saw %d calls in %v, want 1 at once", ra, n, took)
+		}
 	}
 }
 

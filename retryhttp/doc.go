@@ -49,10 +49,12 @@
 // value keeping status, body bytes and header: for example, from a
 // googleapi.Error, apiErr.Header.Get(retryhttp.HeaderExhausted) == "1".
 // Retry-Attempt numbers attempts from 1, as Envoy's x-envoy-attempt-count
-// does; no standard defines either name. A first-attempt response is
-// returned untouched,
-// so a Retry-Attempt on it comes from below (an inner Transport) or from
-// the server.
+// does; no standard defines either name. The Transport never sets
+// Retry-Attempt on a response obtained at the first attempt, so one found
+// there comes from below (an inner Transport) or from the server; it sets
+// Retry-Exhausted on such a response only when it gave up on it (a
+// retryable status with MaxAttempts 1, or a Throttle rejecting every
+// retry).
 //
 // # The true number of sends
 //

@@ -377,15 +377,22 @@ func TestMarksSurviveWrappers(t *testing.T) {
 // Item 6: a retried response's connection is released before the wait,
 // not when the next attempt starts.
 func TestConnectionReleasedBeforeWait(t *testing.T) {
+	for _, size := range []int{4, 200 << 10} {
+		t.Run(fmt.Sprint(size, " bytes"), func(t *testing.T) { connectionReleasedBeforeWait(t, size) })
+	}
+}
+
+func connectionReleasedBeforeWait(t *testing.T, size int) {
 	seen := make(chan struct{})
 	var once sync.Once
+	payload := strings.Repeat("b", size)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/side" {
 			io.WriteString(w, "side")
 			return
 		}
 		w.WriteHeader(http.StatusServiceUnavailable)
-		io.WriteString(w, "busy")
+		io.WriteString(w, payload)
 		once.Do(func() { close(seen) })
 	}))
 	defer srv.Close()

@@ -77,9 +77,10 @@ const (
 // Before the wait for a retry, the retried response's body is read (up to
 // 64 KiB) and closed, so that its connection serves other requests during
 // the wait. If the loop then gives up instead, that response is returned
-// with the bytes read as its body. A body longer than 64 KiB stays open
-// until the next attempt starts (its connection could not be reused
-// anyway), so that nothing is lost if it is returned.
+// with the bytes read as its body. A body longer than 64 KiB (whose
+// connection could not be reused anyway) stays open until the loop has
+// decided to retry, and is closed then, before the wait; if GetBody then
+// fails, no response is left to return and RoundTrip returns the error.
 //
 // Giving up: on a retryable status the last response is returned (status,
 // headers, readable body) with a nil error. On a transport error, the
@@ -91,7 +92,8 @@ const (
 // [Attempts] and [Exhausted] read them. Being in the header, the marks
 // survive body wrappers (http.Client.Timeout) and clients that turn a
 // response into an error value keeping its header (googleapi.Error). A
-// response obtained at the first attempt is returned untouched. The
+// response obtained at the first attempt and not given up on is returned
+// untouched. The
 // caller's request is never modified: each retry sends a clone, carrying
 // [HeaderAttempt].
 //
@@ -198,6 +200,7 @@ type call struct {
 	last       *http.Response // last retryable response, still open or buffered
 	firstResp  *http.Response // result of the attempt made before the loop
 	firstErr   error
+	observer   retry.Observer // the policy's own Observer
 }
 
 // RoundTrip sends req, retrying as described on [Transport].
@@ -277,6 +280,10 @@ func (c *call) loop(ctx context.Context) (*http.Response, error) {
 	// whose per-attempt context would end before the caller reads the body.
 	p := c.t.Policy
 	p.AttemptTimeout = 0
+	// The call watches the loop's events (passing them on to the policy's
+	// Observer) to release a response that release had to leave open as
+	// soon as the loop has decided to retry it.
+	c.observer, p.Observer = p.Observer, c
 	resp, err := retry.DoValue(ctx, p, c.attempt)
 	if err == nil {
 		return c.mark(resp, false), nil
@@ -304,6 +311,22 @@ func (c *call) loop(ctx context.Context) (*http.Response, error) {
 		markTracker(c.ctx)
 	}
 	return nil, err
+}
+
+// Observe passes e on to the policy's own Observer and, when the loop is
+// about to wait before a retry, drains and closes the previous response if
+// release left it open (a body longer than maxDrain): the loop no longer
+// returns it, and its connection is freed before the wait.
+func (c *call) Observe(ctx context.Context, e retry.Event) {
+	if c.observer != nil {
+		c.observer.Observe(ctx, e)
+	}
+	if e.Kind == retry.EventRetry && c.last != nil {
+		if _, open := c.last.Body.(*prefixBody); open || c.last.ContentLength > maxDrain {
+			discard(c.last)
+			c.last = nil
+		}
+	}
 }
 
 // replayCtx is the caller's context as the retry loop sees it when
@@ -406,11 +429,18 @@ func (c *call) try() (*http.Response, error) {
 // tryTimed sends one attempt bounded by the policy's AttemptTimeout d,
 // which ends when the response headers arrive: the body stays readable
 // until it is closed. Whether the attempt made it in time is decided once,
-// by stopping the timer, so a response racing the timer is either
-// returned with a live context or treated as timed out, never both.
+// by whichever claims the attempt first, the timer (which then cancels the
+// attempt's context) or the goroutine holding Base's answer, so a response
+// racing the timer is either returned with a live context or treated as
+// timed out, never both.
 func (c *call) tryTimed(d time.Duration, body io.ReadCloser) (*http.Response, error) {
 	ctx, cancel := context.WithCancel(c.ctx)
-	timer := time.AfterFunc(d, cancel)
+	var state atomic.Uint32 // attemptRunning, then attemptTimedOut or attemptAnswered
+	timer := time.AfterFunc(d, func() {
+		if state.CompareAndSwap(attemptRunning, attemptTimedOut) {
+			cancel()
+		}
+	})
 	handedOut := false
 	defer func() {
 		// On every path but a response handed out (whose body's Close
@@ -424,8 +454,10 @@ func (c *call) tryTimed(d time.Duration, body io.ReadCloser) (*http.Response, er
 	}()
 	r := c.prepare(ctx, body)
 	resp, err := c.base.RoundTrip(r)
-	if !timer.Stop() {
-		// The timer fired: the attempt timed out, whatever Base returned.
+	timer.Stop()
+	if !state.CompareAndSwap(attemptRunning, attemptAnswered) {
+		// The timer claimed the attempt first and cancelled its context:
+		// it timed out, whatever Base returned.
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close()
 		}
@@ -450,6 +482,13 @@ func (c *call) tryTimed(d time.Duration, body io.ReadCloser) (*http.Response, er
 	handedOut = true
 	return resp, err
 }
+
+// States of an attempt under an attempt timeout (see tryTimed).
+const (
+	attemptRunning uint32 = iota
+	attemptTimedOut
+	attemptAnswered
+)
 
 // judge decides what the loop sees for a response to request r.
 func (c *call) judge(r *http.Request, resp *http.Response) (*http.Response, error) {
@@ -619,8 +658,8 @@ func (b *cancelRWBody) Close() error {
 // bytes, closes it, and leaves what it read in resp.Body, so that the
 // response can still be returned whole if the loop gives up instead. A
 // body longer than that cannot leave its connection reusable anyway; it
-// stays open (its prefix read) until the loop decides, so that nothing is
-// lost.
+// stays open (its prefix read) until the loop decides: call.Observe
+// closes it when the loop is about to wait for a retry.
 func release(resp *http.Response) {
 	if resp.Body == nil || resp.Body == http.NoBody || resp.ContentLength > maxDrain {
 		return

@@ -15,7 +15,8 @@ import (
 // with the bare client (its own retries off) and through the hook; run
 // both in one process and compare with benchstat:
 //
-//	go test -run '^$' -bench 'Get|Pipeline' -benchmem -count 8 ./retryredis
+//	cd retryredis && RETRYKIT_REQUIRE_REDIS=1 go test -run '^$' -bench . -benchmem -count 8 -benchtime 20000x > /tmp/rr.txt
+//	cd ../bench && go tool benchstat -col /impl /tmp/rr.txt
 func BenchmarkGet(b *testing.B) {
 	srv := redistest.Start(b)
 	ctx := context.Background()
@@ -31,12 +32,12 @@ func BenchmarkGet(b *testing.B) {
 			}
 		}
 	}
-	b.Run("bare", func(b *testing.B) {
+	b.Run("impl=bare", func(b *testing.B) {
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 		defer c.Close()
 		run(b, c)
 	})
-	b.Run("retryredis", func(b *testing.B) {
+	b.Run("impl=retryredis", func(b *testing.B) {
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 		defer c.Close()
 		if err := retryredis.Instrument(ctx, c, retry.Policy{}); err != nil {
@@ -64,12 +65,12 @@ func BenchmarkPipeline(b *testing.B) {
 			}
 		}
 	}
-	b.Run("bare", func(b *testing.B) {
+	b.Run("impl=bare", func(b *testing.B) {
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 		defer c.Close()
 		run(b, c)
 	})
-	b.Run("retryredis", func(b *testing.B) {
+	b.Run("impl=retryredis", func(b *testing.B) {
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
 		defer c.Close()
 		if err := retryredis.Instrument(ctx, c, retry.Policy{}); err != nil {

@@ -58,6 +58,13 @@
 // error, ErrNotSent or ErrMaybeApplied) and tells an enclosing retry loop
 // not to retry again (retry.IsExhausted).
 //
+// Commands that set up the connection they are sent on (HELLO, AUTH,
+// SELECT, CLIENT ..., READONLY, READWRITE, RESET, QUIT) go straight to the
+// client: go-redis sends them itself, through the hooks, when it opens a
+// connection, which happens inside an attempt of the hook's loop, and a
+// repeat on another connection would not restore the state. They are not
+// retried, counted by a Budget or Throttle, or observed.
+//
 // # Layers and what the wire sees
 //
 // Nothing is added to the commands: the server sees the same commands as
@@ -68,9 +75,21 @@
 // transaction started with Client.Watch, go-redis keeps the one connection
 // that holds the WATCH and never replaces it, so once that connection is
 // broken the retries fail at once without sending anything (a WATCH is
-// never bypassed). Instrument supports *redis.Client (including clients
-// from NewFailoverClient); cluster and ring clients, whose redirects retry
-// too, are not supported yet.
+// never bypassed); the same holds for a Client.Conn, whose connection state
+// (SELECT, CLIENT SETNAME) a retry on another connection would lose.
+//
+// Policy.AttemptTimeout bounds an attempt only when the client has
+// Options.ContextTimeoutEnabled; otherwise go-redis bounds reads and
+// writes with ReadTimeout and WriteTimeout, and the attempt's context only
+// bounds the wait for a pooled connection and the dial. A timed-out attempt
+// may have been applied: it is retried only when the command is safe.
+//
+// Instrument supports *redis.Client (including clients
+// from NewFailoverClient). Cluster clients are not supported: go-redis
+// follows MOVED and ASK redirects and retries network errors and
+// CLUSTERDOWN/TRYAGAIN in one loop bounded by ClusterOptions.MaxRedirects,
+// so their retries cannot be turned off without losing redirects. Ring
+// clients are not supported yet.
 //
 // The success path adds no allocation and no clock reading to a command
 // (see BenchmarkGet).

@@ -99,6 +99,9 @@ func (h *hook) DialHook(next redis.DialHook) redis.DialHook {
 // ProcessHook retries one command.
 func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		if connState(cmd.Name()) {
+			return next(ctx, cmd)
+		}
 		var last error
 		err := retry.Do(ctx, h.policy, func(ctx context.Context) error {
 			err := next(ctx, cmd)
@@ -153,6 +156,9 @@ func replyAtFirst(err, last error) error {
 // to repeat.
 func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if allConnState(cmds) {
+			return next(ctx, cmds)
+		}
 		var last error
 		attempt := 0
 		err := retry.Do(ctx, h.policy, func(ctx context.Context) error {
@@ -184,6 +190,29 @@ func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		}
 		return replyAtFirst(err, last)
 	}
+}
+
+// connState reports whether a command sets up the connection it is sent
+// on (HELLO, AUTH, SELECT, CLIENT ..., READONLY, READWRITE, RESET, QUIT).
+// go-redis sends such commands itself, through the hooks, while it opens a
+// connection, inside an attempt of the hook's own loop; and a repeat on
+// another connection would not restore the state. They go straight to the
+// client: not retried, not counted by a Budget or Throttle, not observed.
+func connState(name string) bool {
+	switch name {
+	case "hello", "auth", "select", "client", "readonly", "readwrite", "reset", "quit":
+		return true
+	}
+	return false
+}
+
+func allConnState(cmds []redis.Cmder) bool {
+	for _, c := range cmds {
+		if !connState(c.Name()) {
+			return false
+		}
+	}
+	return len(cmds) > 0
 }
 
 func pipelineName(cmds []redis.Cmder) string {

@@ -431,3 +431,50 @@ func TestInstrumentRefuses(t *testing.T) {
 		t.Fatal("nil client accepted")
 	}
 }
+
+// TestPolicyGuards: the policy's Observer sees the hook's attempts, and a
+// Budget that grants no retry stops the loop after the first attempt.
+func TestPolicyGuards(t *testing.T) {
+	srv := redistest.Start(t)
+	var lose atomic.Int32 // GET replies still to lose
+	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: func(n string) bool {
+		return n == "get" && lose.Add(-1) >= 0
+	}})
+	ctx := context.Background()
+	var mu sync.Mutex
+	kinds := map[retry.EventKind]int{}
+	obs := retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+		mu.Lock()
+		kinds[e.Kind]++
+		mu.Unlock()
+	})
+	p := testPolicy()
+	p.Observer = obs
+	c := newClient(t, px.Addr(), p)
+	lose.Store(1)
+	if err := c.Get(ctx, "k").Err(); err != redis.Nil {
+		t.Fatalf("GET after one lost reply: %v; want redis.Nil", err)
+	}
+	mu.Lock()
+	if kinds[retry.EventAttempt] != 2 || kinds[retry.EventRetry] != 1 || kinds[retry.EventDone] != 1 {
+		t.Fatalf("events %v; want 2 attempts, 1 retry, 1 done", kinds)
+	}
+	mu.Unlock()
+
+	b, err := retry.NewBudget(retry.BudgetConfig{Ratio: -1, MinPerSecond: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2 := testPolicy()
+	p2.Budget = b
+	c2 := newClient(t, px.Addr(), p2)
+	passed, reset, _ := px.Counts("get")
+	lose.Store(1)
+	err = c2.Get(ctx, "k").Err()
+	if !errors.Is(err, retry.ErrBudgetExhausted) || !errors.Is(err, retryredis.ErrMaybeApplied) {
+		t.Fatalf("GET with a budget that grants nothing: %v; want ErrBudgetExhausted", err)
+	}
+	if p2, r2, _ := px.Counts("get"); p2+r2-passed-reset != 1 {
+		t.Fatalf("proxy saw %d GETs; want 1", p2+r2-passed-reset)
+	}
+}

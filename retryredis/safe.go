@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/retrykit/retry/internal/rediscmd"
 )
 
 // safeKey is the context key of MarkSafe.
@@ -91,10 +93,7 @@ func (t *commandTable) safe(ctx context.Context, cmd redis.Cmder) bool {
 	if t.extra[name] {
 		return true
 	}
-	if rule, ok := idempotentWrites[name]; ok {
-		return rule == nil || rule(cmd.Args())
-	}
-	if harmless[name] {
+	if rediscmd.IdempotentWrite(name, args(cmd.Args())) || rediscmd.Harmless(name) {
 		return true
 	}
 	if m := t.readOnly.Load(); m != nil {
@@ -123,12 +122,6 @@ func (t *commandTable) allSafe(ctx context.Context, cmds []redis.Cmder) bool {
 	return true
 }
 
-// harmless commands change nothing on the server but are not flagged
-// read-only in its command table.
-var harmless = map[string]bool{
-	"ping": true, "echo": true, "time": true, "info": true, "lastsave": true,
-}
-
 // builtinReadOnly is the fallback for the server's command table: the
 // commands that Redis 7 flags "readonly", used until COMMAND was read (or
 // when it cannot be).
@@ -151,87 +144,12 @@ var builtinReadOnly = func() map[string]bool {
 	return m
 }()
 
-// idempotentWrites are writes whose effect on the data is the same whether
-// they run once or several times in a row, with a rule on their arguments
-// where some options break that (nil: always). Their replies to a repeat
-// may differ from the first reply (DEL then counts 0 keys deleted, HSET 0
-// fields added), which is why options whose reply is the point of the call
-// (SET ... NX as a lock, SET ... GET) are excluded. Relative expiries (SET
-// ... EX, EXPIRE) restart from the repeat, a few milliseconds later.
-var idempotentWrites = map[string]func(args []any) bool{
-	"set":       setSafe,
-	"setex":     nil,
-	"psetex":    nil,
-	"mset":      nil,
-	"del":       nil,
-	"unlink":    nil,
-	"hset":      nil,
-	"hmset":     nil,
-	"hdel":      nil,
-	"sadd":      nil,
-	"srem":      nil,
-	"zadd":      zaddSafe,
-	"zrem":      nil,
-	"pfadd":     nil,
-	"lset":      nil,
-	"setrange":  nil,
-	"persist":   nil,
-	"expire":    expireSafe,
-	"pexpire":   expireSafe,
-	"expireat":  expireSafe,
-	"pexpireat": expireSafe,
-}
+// args adapts go-redis's arguments (the name first) to rediscmd.Args.
+type args []any
 
-func argIs(a any, word string) bool {
-	s, ok := a.(string)
-	return ok && strings.EqualFold(s, word)
-}
+func (a args) Len() int { return max(len(a)-1, 0) }
 
-// setSafe allows SET key value with EX, PX, EXAT, PXAT, KEEPTTL and XX,
-// and refuses NX (a repeat after success reports failure: a lock taken by
-// the caller itself would look taken by someone else), GET (a repeat
-// returns the new value as the old one) and any option it does not know.
-func setSafe(args []any) bool {
-	for i := 3; i < len(args); i++ {
-		s, ok := args[i].(string)
-		if !ok {
-			return false
-		}
-		switch strings.ToUpper(s) {
-		case "XX", "KEEPTTL":
-		case "EX", "PX", "EXAT", "PXAT":
-			i++ // the number
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// zaddSafe refuses INCR (adds again) and NX (as for SET).
-func zaddSafe(args []any) bool {
-	for i := 2; i < len(args); i++ {
-		s, ok := args[i].(string)
-		if !ok {
-			return true // the first score: options are over
-		}
-		switch strings.ToUpper(s) {
-		case "XX", "GT", "LT", "CH":
-		case "INCR", "NX":
-			return false
-		default:
-			return true
-		}
-	}
-	return true
-}
-
-// expireSafe refuses NX (as for SET).
-func expireSafe(args []any) bool {
-	for i := 3; i < len(args); i++ {
-		if argIs(args[i], "NX") {
-			return false
-		}
-	}
-	return true
+func (a args) Arg(i int) (string, bool) {
+	s, ok := a[i+1].(string)
+	return s, ok
 }

@@ -15,7 +15,8 @@ import (
 // with the bare valkey-go client and through NewClient; compare with
 // benchstat:
 //
-//	go test -run '^$' -bench Get -benchmem -count 8 ./retryvalkey
+//	cd retryvalkey && RETRYKIT_REQUIRE_REDIS=1 go test -run '^$' -bench . -benchmem -count 8 -benchtime 20000x > /tmp/rv.txt
+//	cd ../bench && go tool benchstat -col /impl /tmp/rv.txt
 func BenchmarkGet(b *testing.B) {
 	srv := redistest.Start(b)
 	ctx := context.Background()
@@ -32,14 +33,14 @@ func BenchmarkGet(b *testing.B) {
 			}
 		}
 	}
-	b.Run("bare", func(b *testing.B) {
+	b.Run("impl=bare", func(b *testing.B) {
 		c, err := valkey.NewClient(option(srv.Addr()))
 		if err != nil {
 			b.Fatal(err)
 		}
 		run(b, c)
 	})
-	b.Run("retryvalkey", func(b *testing.B) {
+	b.Run("impl=retryvalkey", func(b *testing.B) {
 		c, err := retryvalkey.NewClient(option(srv.Addr()), retry.Policy{})
 		if err != nil {
 			b.Fatal(err)
@@ -62,14 +63,14 @@ func BenchmarkSet(b *testing.B) {
 			}
 		}
 	}
-	b.Run("bare", func(b *testing.B) {
+	b.Run("impl=bare", func(b *testing.B) {
 		c, err := valkey.NewClient(option(srv.Addr()))
 		if err != nil {
 			b.Fatal(err)
 		}
 		run(b, c)
 	})
-	b.Run("retryvalkey", func(b *testing.B) {
+	b.Run("impl=retryvalkey", func(b *testing.B) {
 		c, err := retryvalkey.NewClient(option(srv.Addr()), retry.Policy{})
 		if err != nil {
 			b.Fatal(err)
@@ -92,14 +93,14 @@ func BenchmarkIncr(b *testing.B) {
 			}
 		}
 	}
-	b.Run("bare", func(b *testing.B) {
+	b.Run("impl=bare", func(b *testing.B) {
 		c, err := valkey.NewClient(option(srv.Addr()))
 		if err != nil {
 			b.Fatal(err)
 		}
 		run(b, c)
 	})
-	b.Run("retryvalkey", func(b *testing.B) {
+	b.Run("impl=retryvalkey", func(b *testing.B) {
 		c, err := retryvalkey.NewClient(option(srv.Addr()), retry.Policy{})
 		if err != nil {
 			b.Fatal(err)

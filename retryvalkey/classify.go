@@ -3,9 +3,10 @@ package retryvalkey
 import (
 	"errors"
 	"net"
-	"strings"
 
 	"github.com/valkey-io/valkey-go"
+
+	"github.com/retrykit/retry/internal/rediscmd"
 )
 
 // classify says what is known about err, the error of a command sent with
@@ -15,7 +16,7 @@ import (
 // closed; everything else may have been applied.
 func classify(err error) outcome {
 	if ve, ok := valkey.IsValkeyErr(err); ok {
-		if refusal(ve.Error()) {
+		if rediscmd.Refusal(ve.Error()) {
 			return outcomeRefused
 		}
 		return outcomeReply
@@ -28,17 +29,4 @@ func classify(err error) outcome {
 		return outcomeNotSent
 	}
 	return outcomeMaybeApplied
-}
-
-// refusal reports whether a server error reply means that the server did
-// not run the command (see retryredis for the list and why).
-func refusal(msg string) bool {
-	code, _, _ := strings.Cut(msg, " ")
-	switch code {
-	case "LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "NOREPLICAS":
-		return true
-	case "ERR":
-		return strings.HasPrefix(msg, "ERR max number of clients reached")
-	}
-	return false
 }

@@ -131,7 +131,7 @@ func safe(ctx context.Context, cmd *valkey.Completed) bool {
 		return true
 	}
 	w := cmd.Commands()
-	return markedSafe(ctx) || idempotent(w) || harmless(w)
+	return markedSafe(ctx) || idempotent(w)
 }
 
 func name(cmd *valkey.Completed) string {
@@ -212,12 +212,20 @@ func wrap(resp valkey.ValkeyResult, cmdName string) valkey.ValkeyResult {
 
 // Do sends one command (see NewClient for how it is retried).
 func (c *client) Do(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult {
-	n := name(&cmd)
 	if !cmd.IsRetryable() {
 		if !safe(ctx, &cmd) {
-			return c.doUnsafe(ctx, cmd, n)
+			return c.doUnsafe(ctx, cmd, name(&cmd))
 		}
 		cmd = cmd.ToRetryable()
+	}
+	p := &c.r.p
+	if p.Budget == nil && p.Throttle == nil && p.Observer == nil && p.MaxElapsed <= 0 {
+		// Nothing to account: valkey-go's loop and RetryDelay do it all.
+		resp := c.Client.Do(ctx, cmd)
+		if resp.NonValkeyError() == nil {
+			return resp
+		}
+		return wrap(resp, name(&cmd))
 	}
 	if !c.first(ctx) {
 		return valkey.NewErrorResult(retry.ErrThrottled)
@@ -229,7 +237,10 @@ func (c *client) Do(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResu
 	}
 	err := resp.Error()
 	c.last(ctx, err, valkeyRetries(ctx2, err))
-	return wrap(resp, n)
+	if err == nil {
+		return resp
+	}
+	return wrap(resp, name(&cmd))
 }
 
 // doUnsafe sends a command that valkey-go does not retry through retry.Do

@@ -366,3 +366,23 @@ func TestDoMulti(t *testing.T) {
 		t.Fatalf("EXEC ran %d times; want 2 (lost, repeated)", n)
 	}
 }
+
+// TestBudgetStopsValkeyLoop: a Budget that grants no retry stops
+// valkey-go's own loop after the first attempt.
+func TestBudgetStopsValkeyLoop(t *testing.T) {
+	srv := redistest.Start(t)
+	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: only("get")})
+	b, err := retry.NewBudget(retry.BudgetConfig{Ratio: -1, MinPerSecond: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testPolicy()
+	p.Budget = b
+	c := newClient(t, px.Addr(), p)
+	if err := c.Do(context.Background(), c.B().Get().Key("k").Build()).Error(); !errors.Is(err, retryvalkey.ErrMaybeApplied) {
+		t.Fatalf("GET with every reply lost: %v; want ErrMaybeApplied", err)
+	}
+	if pa, r, _ := px.Counts("get"); pa+r != 1 {
+		t.Fatalf("proxy saw %d GETs; want 1 (the budget refused every retry)", pa+r)
+	}
+}

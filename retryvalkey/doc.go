@@ -15,7 +15,8 @@
 //   - the loop stops at p.MaxAttempts, when p.Retryable rejects the error,
 //     when p.Budget refuses a retry, or when p.Throttle rejects the next
 //     attempt (valkey-go cannot skip one attempt, so a rejection ends the
-//     call with its last error);
+//     call with its last error; a first attempt the Throttle rejects is not
+//     sent and fails with retry.ErrThrottled);
 //   - p.MaxElapsed becomes a deadline on the call's context, which
 //     valkey-go honours by starting no wait that would pass it (unlike
 //     retry.Do, it also bounds the attempt in flight);

@@ -394,9 +394,15 @@ func readValueFirst(r *bufio.Reader, dst []byte, first *[]byte) ([]byte, error) 
 			return dst, nil
 		}
 		start := len(dst)
-		dst = append(dst, make([]byte, n+2)...)
-		if _, err := io.ReadFull(r, dst[start:]); err != nil {
-			return dst, err
+		// Grow with the data actually read, not with the declared length.
+		for need := n + 2; need > 0; {
+			chunk := min(need, 32<<10)
+			at := len(dst)
+			dst = append(dst, make([]byte, chunk)...)
+			if _, err := io.ReadFull(r, dst[at:]); err != nil {
+				return dst, err
+			}
+			need -= chunk
 		}
 		if first != nil && *first == nil {
 			*first = append([]byte(nil), dst[start:start+n]...)

@@ -101,3 +101,24 @@ func TestReadValueRESP3(t *testing.T) {
 		}
 	}
 }
+
+// FuzzReadValue: the RESP reader never panics, never reads past one value,
+// and a value it accepts reads back the same.
+func FuzzReadValue(f *testing.F) {
+	for _, s := range []string{"+OK\r\n", "*2\r\n$1\r\na\r\n:1\r\n", "%1\r\n+k\r\n*1\r\n+v\r\n", "|1\r\n+a\r\n+b\r\n:7\r\n", "$-1\r\n", "*-1\r\n", "$99999999999\r\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		got, err := readValue(bufio.NewReader(bytes.NewReader(in)), nil)
+		if err != nil {
+			return
+		}
+		if !bytes.HasPrefix(in, got) {
+			t.Fatalf("read %q, not a prefix of %q", got, in)
+		}
+		again, err := readValue(bufio.NewReader(bytes.NewReader(got)), nil)
+		if err != nil || !bytes.Equal(again, got) {
+			t.Fatalf("re-read %q: %q, %v", got, again, err)
+		}
+	})
+}

@@ -1,0 +1,109 @@
+// Package rediscmd holds what retryredis and retryvalkey share about Redis
+// commands: which error replies are refusals (the server did not run the
+// command), and which commands may be sent again after they were written.
+// It is independent of any client library: commands are a name plus an
+// accessor for their arguments.
+package rediscmd
+
+import "strings"
+
+// Refusal reports whether a server error reply means that the server did
+// not run the command and may run it later: a dataset still loading
+// (LOADING), a script or function running too long (BUSY), a slot in
+// migration (TRYAGAIN), a cluster down (CLUSTERDOWN), a replica without
+// its primary (MASTERDOWN), a write sent to a replica during a failover
+// (READONLY), too few replicas for a write (NOREPLICAS), or too many
+// clients. BUSYKEY and BUSYGROUP, which say the request conflicts with
+// existing data, are not refusals.
+func Refusal(msg string) bool {
+	code, _, _ := strings.Cut(msg, " ")
+	switch code {
+	case "LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "NOREPLICAS":
+		return true
+	case "ERR":
+		return strings.HasPrefix(msg, "ERR max number of clients reached")
+	}
+	return false
+}
+
+// Args gives a command's arguments after its name: Arg(i) is argument i
+// (0 = the first after the name) when it is a string, and ok false when it
+// is not (a number passed as such). Len is their number.
+type Args interface {
+	Len() int
+	Arg(i int) (s string, ok bool)
+}
+
+// Harmless reports whether the command (name in any case) changes nothing
+// on the server although its command table does not flag it read-only.
+func Harmless(name string) bool {
+	switch strings.ToUpper(name) {
+	case "PING", "ECHO", "TIME", "INFO", "LASTSAVE":
+		return true
+	}
+	return false
+}
+
+// IdempotentWrite reports whether the write has the same effect on the
+// data after one run or several in a row: SET with EX, PX, EXAT, PXAT,
+// KEEPTTL or XX (not NX, whose reply is the point of the call and says
+// "not set" after a repeat of a successful call, nor GET, nor an option it
+// does not know), SETEX, PSETEX, MSET, DEL, UNLINK, HSET, HMSET, HDEL,
+// SADD, SREM, ZADD (not INCR or NX), ZREM, PFADD, LSET, SETRANGE, PERSIST,
+// and EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT (not NX). The reply to a repeat
+// may differ (DEL then counts 0 keys, HSET 0 new fields); relative expiries
+// restart from the repeat.
+func IdempotentWrite(name string, a Args) bool {
+	switch strings.ToUpper(name) {
+	case "SETEX", "PSETEX", "MSET", "DEL", "UNLINK", "HSET", "HMSET", "HDEL", "SADD", "SREM",
+		"ZREM", "PFADD", "LSET", "SETRANGE", "PERSIST":
+		return true
+	case "SET": // SET key value [options]
+		for i := 2; i < a.Len(); i++ {
+			s, ok := a.Arg(i)
+			if !ok {
+				return false
+			}
+			switch strings.ToUpper(s) {
+			case "XX", "KEEPTTL":
+			case "EX", "PX", "EXAT", "PXAT":
+				i++ // the number
+			default:
+				return false
+			}
+		}
+		return true
+	case "ZADD": // ZADD key [options] score member ...
+		for i := 1; i < a.Len(); i++ {
+			s, ok := a.Arg(i)
+			if !ok {
+				return true // the first score: options are over
+			}
+			switch strings.ToUpper(s) {
+			case "XX", "GT", "LT", "CH":
+			case "INCR", "NX":
+				return false
+			default:
+				return true
+			}
+		}
+		return true
+	case "EXPIRE", "PEXPIRE", "EXPIREAT", "PEXPIREAT": // EXPIRE key n [option]
+		for i := 2; i < a.Len(); i++ {
+			if s, ok := a.Arg(i); ok && strings.EqualFold(s, "NX") {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// Strings adapts the words of a command after its name to Args.
+type Strings []string
+
+// Len returns len(s).
+func (s Strings) Len() int { return len(s) }
+
+// Arg returns s[i], true.
+func (s Strings) Arg(i int) (string, bool) { return s[i], true }

@@ -1,0 +1,66 @@
+package retryvalkey
+
+import (
+	"context"
+	"testing"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/redistest"
+)
+
+// instant is a valkey.Client whose Do succeeds at once, without the
+// network; its commands come from a real client's builder.
+type instant struct {
+	valkey.Client
+	ok valkey.ValkeyResult
+}
+
+func (c *instant) Do(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult { return c.ok }
+
+// BenchmarkWrapperOverhead measures what NewClient's wrapper adds to one
+// successful command, without the network. Compare impl=bare with
+// impl=wrapper:
+//
+//	cd retryvalkey && RETRYKIT_REQUIRE_REDIS=1 go test -run '^$' -bench WrapperOverhead -benchmem -count 8 > /tmp/wo.txt
+//	cd ../bench && go tool benchstat -col /impl /tmp/wo.txt
+func BenchmarkWrapperOverhead(b *testing.B) {
+	srv := redistest.Start(b)
+	real, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer real.Close()
+	ctx := context.Background()
+	inner := &instant{Client: real, ok: valkey.NewResult(valkey.ValkeyMessage{}, nil)}
+	for _, kind := range []string{"get", "set", "incr"} {
+		build := func() valkey.Completed {
+			switch kind {
+			case "get":
+				return real.B().Get().Key("k").Build()
+			case "set":
+				return real.B().Set().Key("k").Value("v").Build()
+			}
+			return real.B().Incr().Key("k").Build()
+		}
+		cmd := build().Pin()
+		b.Run("cmd="+kind+"/impl=bare", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := inner.Do(ctx, cmd).Error(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("cmd="+kind+"/impl=wrapper", func(b *testing.B) {
+			c := &client{Client: inner, r: &retryer{p: retry.Policy{}}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := c.Do(ctx, cmd).Error(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
