@@ -70,6 +70,12 @@ type BudgetConfig struct {
 // Over any span of T, the retries granted are at most
 // Ratio × (first attempts) + MinPerSecond × (T + 2 × Window).
 //
+// Processes can share one Budget (one Ratio, one floor for all of them)
+// through a store: retryredis.ShareBudget and retryvalkey.ShareBudget keep
+// it in step from a background goroutine through [Budget.SetFleet]; the
+// decision stays local and the bound above then holds for the whole fleet,
+// plus a documented slack per process.
+//
 // Get one with [NewBudget] or a preset ([GRPCBudget], [FinagleBudget],
 // [AWSRetryQuota]). The zero Budget is ready to use and has the defaults:
 // 10% of first attempts plus 1 retry per second, over 10 s. A Budget must
@@ -79,6 +85,8 @@ type Budget struct {
 	ratio   float64 // resolved; read only under w.mu
 	reserve float64 // MinPerSecond × Window, resolved; read only under w.mu
 	set     bool    // false for the zero Budget: use the defaults
+
+	fleet fleetMarks // guarded by w.mu
 }
 
 // NewBudget returns a Budget configured by c, or an error naming the
@@ -188,7 +196,14 @@ func (b *Budget) allowRetry() bool {
 	b.w.mu.Lock()
 	b.w.advanceLocked(DefaultBudgetWindow)
 	first, retries := b.w.counts()
+	if b.fleet.shared {
+		first += b.w.fa.Load()
+		retries += b.w.fb.Load()
+	}
 	ok := reserve+ratio*float64(first)-float64(retries) >= 1
+	if ok && b.fleet.shared {
+		ok = b.fleet.slackAllows(ratio, b.w.a.Load(), b.w.b.Load())
+	}
 	if ok {
 		b.w.b.Add(1)
 	}
@@ -214,6 +229,10 @@ type window struct {
 	_    [48]byte     // keep the hot counters off the line below
 
 	baseA, baseB atomic.Int64 // a and b at the start of the window
+
+	// fa and fb are the other processes' counts over the window, as last
+	// synced through SetFleet; zero while the Budget or Throttle is local.
+	fa, fb atomic.Int64
 
 	mu    sync.Mutex
 	start time.Time     // guarded by mu; set at the first advance

@@ -71,6 +71,11 @@ type ThrottleConfig struct {
 // above zero; between readings events are dated to the last reading, so the
 // window may end up to 64 events late while the backend is healthy.
 //
+// Processes can share one Throttle through a store
+// (retryredis.ShareThrottle, retryvalkey.ShareThrottle): the rejection
+// probability is then computed from the requests and accepts of the whole
+// fleet, as last synced through [Throttle.SetFleet].
+//
 // Get one with [NewThrottle]. The zero Throttle is ready to use with the
 // defaults (K 2, window 2 minutes, the default Accepted rule). A Throttle
 // must not be copied after first use.
@@ -126,12 +131,19 @@ func (t *Throttle) Record(accepted bool) {
 // attempt, from the requests and accepts in the window as of the last
 // clock reading.
 func (t *Throttle) Probability() float64 {
-	requests, accepts := t.w.counts()
+	requests, accepts := t.counts()
 	excess := float64(requests) - t.kValue()*float64(accepts)
 	if excess <= 0 {
 		return 0
 	}
 	return excess / float64(requests+1)
+}
+
+// counts returns the requests and accepts over the window: this
+// process's, plus the other processes' as last synced (zero while local).
+func (t *Throttle) counts() (requests, accepts int64) {
+	requests, accepts = t.w.counts()
+	return requests + t.w.fa.Load(), accepts + t.w.fb.Load()
 }
 
 func (t *Throttle) kValue() float64 {
@@ -143,7 +155,7 @@ func (t *Throttle) kValue() float64 {
 
 func (t *Throttle) allow() bool {
 	// Fast path, no division: requests ≤ K × accepts means p = 0.
-	if requests, accepts := t.w.counts(); float64(requests) <= t.kValue()*float64(accepts) {
+	if requests, accepts := t.counts(); float64(requests) <= t.kValue()*float64(accepts) {
 		return true
 	}
 	t.w.tick(DefaultThrottleWindow) // throttling: make sure the window is current

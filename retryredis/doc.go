@@ -93,4 +93,16 @@
 //
 // The success path adds no allocation and no clock reading to a command
 // (see BenchmarkGet).
+//
+// # Sharing a budget across a fleet
+//
+// [ShareBudget] and [ShareThrottle] make a retry.Budget or retry.Throttle
+// in each process decide as one shared by every process that uses the
+// same key prefix on the same Redis (or Valkey, or Memorystore) server.
+// Requests never wait on the server: each process decides from its own
+// counts plus the fleet's counts as of the last background sync (one
+// EVALSHA every 100 ms by default), and decides alone while the server is
+// slow or down. The client is the caller's, configured as they need (AUTH,
+// TLS, cluster, Sentinel); see the README section "Sharing a budget across
+// a fleet".
 package retryredis

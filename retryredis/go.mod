@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/retrykit/retry v0.1.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (

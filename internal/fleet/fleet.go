@@ -1,0 +1,372 @@
+// Package fleet is the store-agnostic sync engine behind retryredis and
+// retryvalkey: it makes a retry.Budget or retry.Throttle in each process
+// decide as one shared by every process that syncs under the same key
+// prefix. A client module only adapts its client to [Store] (load a
+// script, call it by SHA).
+//
+// Each Engine runs one goroutine that, every Interval, pushes the local
+// counts added since the last sync into the fleet's current window slot
+// and reads back the counts of the window's slots, in one script call.
+// The other processes' counts (the totals minus what this process pushed)
+// go to the Budget or Throttle through SetFleet. The request path never
+// waits on the store: it reads only what the last sync left.
+//
+// When a sync fails or does not answer within Timeout, the engine calls
+// ClearFleet at once (the process decides locally, exactly as a Budget or
+// Throttle that was never shared) and logs the switch once; the first sync
+// that succeeds again rejoins the fleet (and logs that once).
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/retrykit/retry"
+)
+
+// Defaults and limits of a Config.
+const (
+	// DefaultInterval is the time between two syncs: 10 per second.
+	DefaultInterval = 100 * time.Millisecond
+	// MinInterval is the shortest interval accepted: at most 10 syncs per
+	// second per shared Budget or Throttle.
+	MinInterval = 100 * time.Millisecond
+)
+
+// rejoinTimeout bounds a sync made while the process decides locally.
+const rejoinTimeout = time.Second
+
+// ErrNoScript is what a Store's EvalSHA returns (or wraps) when the server
+// does not know the script (NOSCRIPT): the engine then loads it again.
+var ErrNoScript = errors.New("fleet: NOSCRIPT")
+
+// Store is a client adapter. Implementations must be safe for use by one
+// goroutine while the client serves others, and must honour ctx.
+type Store interface {
+	// Load loads script into the server's script cache (SCRIPT LOAD) and
+	// returns its SHA-1.
+	Load(ctx context.Context, script string) (sha string, err error)
+	// EvalSHA runs the script sha with keys and args and returns its
+	// reply, an array of integers. When the server answers NOSCRIPT, the
+	// error must match ErrNoScript with errors.Is. A reply of another
+	// shape is an error.
+	EvalSHA(ctx context.Context, sha string, keys, args []string) ([]int64, error)
+}
+
+// Config configures an Engine. Name and Prefix are required.
+type Config struct {
+	// Name is the client module's name, used in errors and log messages
+	// ("retryredis").
+	Name string
+	// Prefix starts every key; see [Keys].
+	Prefix string
+	// Interval is the time between two syncs. Zero means DefaultInterval
+	// (100 ms); values below MinInterval are invalid.
+	Interval time.Duration
+	// Timeout bounds one sync (with a NOSCRIPT reload) while the process
+	// decides with the fleet's counts. Zero means Interval; values above
+	// Interval, or negative, are invalid. While the process decides
+	// locally (before the first sync, after a failure) a sync may take up
+	// to 1 s, as nothing waits on it.
+	Timeout time.Duration
+	// Logger receives the switches to local and back, and bad data. Nil
+	// means slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) resolve() error {
+	if c.Prefix == "" {
+		return fmt.Errorf("%s: the key prefix must not be empty", c.Name)
+	}
+	if c.Interval == 0 {
+		c.Interval = DefaultInterval
+	}
+	if c.Interval < MinInterval {
+		return fmt.Errorf("%s: sync interval %v is below the minimum %v (at most 10 syncs per second)", c.Name, c.Interval, MinInterval)
+	}
+	if c.Timeout == 0 {
+		c.Timeout = c.Interval
+	}
+	if c.Timeout < 0 || c.Timeout > c.Interval {
+		return fmt.Errorf("%s: sync timeout %v must be positive and at most the interval %v", c.Name, c.Timeout, c.Interval)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// counter is what the engine syncs: a Budget or a Throttle.
+type counter interface {
+	local() (a, b int64)
+	set(a, b int64)
+	clear()
+}
+
+// active holds the Budgets and Throttles being synced, so that one is never
+// synced twice (each engine would count the other's pushes of the same
+// local events as the fleet's).
+var active sync.Map
+
+type budgetCounter struct {
+	b         *retry.Budget
+	allowance float64
+}
+
+func (c budgetCounter) local() (int64, int64) { return c.b.LocalCounts() }
+func (c budgetCounter) set(a, b int64)        { c.b.SetFleet(a, b, c.allowance) }
+func (c budgetCounter) clear()                { c.b.ClearFleet() }
+
+type throttleCounter struct{ t *retry.Throttle }
+
+func (c throttleCounter) local() (int64, int64) { return c.t.LocalCounts() }
+func (c throttleCounter) set(a, b int64)        { c.t.SetFleet(a, b) }
+func (c throttleCounter) clear()                { c.t.ClearFleet() }
+
+// Engine syncs one Budget or Throttle. Get one with [StartBudget] or
+// [StartThrottle]; stop it with Close.
+type Engine struct {
+	cfg   Config
+	store Store
+	ctr   counter
+	kind  string
+	slot  time.Duration
+	keys  func(slot int64) []string
+	what  string // "budget" or "throttle", for messages
+
+	ctx  context.Context // cancelled by Close
+	stop context.CancelFunc
+	done chan struct{}
+
+	// Owned by the sync goroutine.
+	sha              string
+	pushedA, pushedB int64 // local cumulative counts pushed so far
+	lastOK           time.Time
+	own              [slots]ownSlot
+	badLogged        bool
+	localLogged      bool // the switch to local was logged, not yet the way back
+	obj              any  // the Budget or Throttle, key in active
+
+	shared   atomic.Bool
+	syncs    atomic.Int64 // successful syncs
+	failures atomic.Int64 // failed syncs
+	switches atomic.Int64 // shared → local switches
+}
+
+// slots is the number of slots of a window (as in the core).
+const slots = 10
+
+type ownSlot struct {
+	slot int64
+	a, b int64
+}
+
+// StartBudget starts syncing b under cfg.Prefix. The Budget stays local
+// until the first sync succeeds.
+func StartBudget(cfg Config, s Store, b *retry.Budget) (*Engine, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%s: nil *retry.Budget", cfg.Name)
+	}
+	if err := cfg.resolve(); err != nil {
+		return nil, err
+	}
+	bc := b.Config()
+	allowance := max(1, bc.MinPerSecond*cfg.Interval.Seconds())
+	return start(cfg, s, budgetCounter{b, allowance}, "budget", bc.Window, b)
+}
+
+// StartThrottle starts syncing t under cfg.Prefix. The Throttle stays
+// local until the first sync succeeds.
+func StartThrottle(cfg Config, s Store, t *retry.Throttle) (*Engine, error) {
+	if t == nil {
+		return nil, fmt.Errorf("%s: nil *retry.Throttle", cfg.Name)
+	}
+	if err := cfg.resolve(); err != nil {
+		return nil, err
+	}
+	return start(cfg, s, throttleCounter{t}, "throttle", t.Config().Window, t)
+}
+
+func start(cfg Config, s Store, c counter, kind string, window time.Duration, obj any) (*Engine, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%s: nil client", cfg.Name)
+	}
+	if _, loaded := active.LoadOrStore(obj, true); loaded {
+		return nil, fmt.Errorf("%s: this %s is already shared; Close its Share first", cfg.Name, kind)
+	}
+	e := &Engine{cfg: cfg, store: s, ctr: c, kind: kind, what: kind, obj: obj,
+		slot: window / slots, done: make(chan struct{})}
+	e.ctx, e.stop = context.WithCancel(context.Background())
+	e.keys = Keys(cfg.Prefix, kind, window)
+	go e.run()
+	return e, nil
+}
+
+// Keys returns the function that names the window's slot keys, newest
+// first, for the epoch slot number k (Unix time / (window/10)):
+//
+//	{prefix}:kind:w<window in ms>:<slot number>
+//
+// The prefix is wrapped in a Redis Cluster hash tag so that one script
+// call touches one cluster slot; the window length is part of the name so
+// that processes configured with different windows never mix their
+// counts.
+func Keys(prefix, kind string, window time.Duration) func(k int64) []string {
+	base := "{" + prefix + "}:" + kind + ":w" + strconv.FormatInt(window.Milliseconds(), 10) + ":"
+	buf := make([]string, slots)
+	return func(k int64) []string {
+		for i := range slots {
+			buf[i] = base + strconv.FormatInt(k-int64(i), 10)
+		}
+		return buf
+	}
+}
+
+// Close stops the sync goroutine, waits for it to end and leaves the
+// Budget or Throttle local; it may then be shared again. It is safe to
+// call more than once.
+func (e *Engine) Close() {
+	e.stop()
+	<-e.done
+}
+
+// Shared reports whether the last sync succeeded, so that the Budget or
+// Throttle currently decides with the fleet's counts.
+func (e *Engine) Shared() bool { return e.shared.Load() }
+
+// Stats returns the number of successful syncs, failed syncs and switches
+// from shared to local so far.
+func (e *Engine) Stats() (syncs, failures, fallbacks int64) {
+	return e.syncs.Load(), e.failures.Load(), e.switches.Load()
+}
+
+func (e *Engine) run() {
+	defer close(e.done)
+	defer active.Delete(e.obj)
+	defer e.ctr.clear()
+	t := time.NewTicker(e.cfg.Interval)
+	defer t.Stop()
+	e.syncOnce()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-t.C:
+			e.syncOnce()
+		}
+	}
+}
+
+// syncOnce runs one sync and applies its outcome. Called only by run.
+func (e *Engine) syncOnce() {
+	// While shared, a sync that outlasts Timeout switches the process to
+	// local decisions. While local, nothing waits on the sync, so a slow
+	// one (a new connection's handshake on a loaded machine) is given up
+	// to rejoinTimeout to succeed rather than failing again and again.
+	timeout := e.cfg.Timeout
+	if !e.shared.Load() {
+		timeout = max(timeout, rejoinTimeout)
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, timeout) // Close interrupts it too
+	defer cancel()
+	now := time.Now()
+	k := now.UnixNano() / int64(e.slot)
+	la, lb := e.ctr.local()
+	da, db := la-e.pushedA, lb-e.pushedB
+	if !e.lastOK.IsZero() && now.Sub(e.lastOK) > e.slot {
+		// Counts that could not be pushed for more than a slot (the store
+		// was down) would be dated too late. For a Budget, late first
+		// attempts would earn credit for too long: drop them, but push the
+		// retries (late retries only make the fleet stricter). For a
+		// Throttle, drop both: they describe a past the fleet has moved on
+		// from.
+		da = 0
+		if e.kind == "throttle" {
+			db = 0
+		}
+	}
+	reply, err := e.eval(ctx, e.keys(k), da, db)
+	if err == nil && len(reply) != 1+2*slots {
+		err = fmt.Errorf("%s: sync script answered %d values, want %d", e.cfg.Name, len(reply), 1+2*slots)
+	}
+	if err != nil {
+		e.failures.Add(1)
+		if e.shared.Swap(false) {
+			e.ctr.clear()
+			e.switches.Add(1)
+		}
+		if !e.localLogged && e.ctx.Err() == nil {
+			e.localLogged = true
+			e.cfg.Logger.Warn(e.cfg.Name+": shared "+e.what+" store unavailable; deciding locally until it is back",
+				"prefix", e.cfg.Prefix, "error", err)
+		}
+		return
+	}
+	if reply[0] == 1 {
+		o := &e.own[k%slots]
+		if o.slot != k {
+			*o = ownSlot{slot: k}
+		}
+		o.a += da
+		o.b += db
+		e.pushedA, e.pushedB = la, lb
+		e.lastOK = now
+	}
+	var ra, rb int64
+	bad := reply[0] != 1
+	for i := range slots {
+		sk := k - int64(i)
+		ta, tb := reply[1+2*i], reply[2+2*i]
+		if ta < 0 || tb < 0 {
+			bad = true
+			ta, tb = max(ta, 0), max(tb, 0)
+		}
+		if o := e.own[sk%slots]; o.slot == sk {
+			ta, tb = ta-o.a, tb-o.b
+		}
+		ra += max(ta, 0)
+		rb += max(tb, 0)
+	}
+	if bad && !e.badLogged {
+		e.cfg.Logger.Error(e.cfg.Name+": data under the key prefix that this "+e.what+" did not write; ignored",
+			"prefix", e.cfg.Prefix, "keys", e.keys(k)[0]+" and older")
+	}
+	e.badLogged = bad
+	e.ctr.set(ra, rb)
+	e.syncs.Add(1)
+	e.shared.Store(true)
+	if e.localLogged {
+		e.localLogged = false
+		e.cfg.Logger.Info(e.cfg.Name+": shared "+e.what+" store is back; deciding with the fleet again", "prefix", e.cfg.Prefix)
+	}
+}
+
+// eval runs the script, loading it first if needed and again on NOSCRIPT.
+func (e *Engine) eval(ctx context.Context, keys []string, da, db int64) ([]int64, error) {
+	ttl := e.slot*(slots+2) + e.cfg.Interval
+	args := []string{strconv.FormatInt(da, 10), strconv.FormatInt(db, 10), strconv.FormatInt(ttl.Milliseconds()+1, 10)}
+	for try := 0; ; try++ {
+		if e.sha == "" {
+			sha, err := e.store.Load(ctx, Script)
+			if err != nil {
+				return nil, fmt.Errorf("%s: load sync script: %w", e.cfg.Name, err)
+			}
+			e.sha = sha
+		}
+		reply, err := e.store.EvalSHA(ctx, e.sha, keys, args)
+		if err != nil && errors.Is(err, ErrNoScript) && try == 0 {
+			e.sha = ""
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: sync: %w", e.cfg.Name, err)
+		}
+		return reply, nil
+	}
+}

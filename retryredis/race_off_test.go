@@ -1,0 +1,5 @@
+//go:build !race
+
+package retryredis_test
+
+const raceEnabled = false

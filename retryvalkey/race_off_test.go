@@ -1,0 +1,5 @@
+//go:build !race
+
+package retryvalkey_test
+
+const raceEnabled = false
