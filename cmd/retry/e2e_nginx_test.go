@@ -302,7 +302,11 @@ func TestNginxRateLimiterEndToEnd(t *testing.T) {
 		if rate["200"]+busy["200"] != len(paths) {
 			t.Errorf("nginx logged %d successes, want %d", rate["200"]+busy["200"], len(paths))
 		}
-		if rate["429"] == 0 || busy["503"] == 0 {
+		// The transport's burst is fast enough to hit both limits every
+		// time. The CLI's processes start one by one, slowly on a loaded
+		// machine, so two of them may never overlap on /busy/: there, at
+		// least one rejection of either kind must have been retried.
+		if kind == "cli" && rate["429"]+busy["503"] == 0 || kind != "cli" && (rate["429"] == 0 || busy["503"] == 0) {
 			t.Errorf("no rejections to retry (429: %d, 503: %d): the burst did not hit the limits", rate["429"], busy["503"])
 		}
 		t.Logf("%s: %d requests (%d concurrent), %d failed, in %v; nginx rejected %d attempts with 429 (limit_req, Retry-After 1) and %d with 503 (limit_conn); %d attempts in all",

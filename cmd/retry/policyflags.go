@@ -38,7 +38,7 @@ func addPolicyFlags(cmd *cobra.Command, omit ...string) *policyFlags {
 	fs.DurationVar(&f.initial, "initial", 0, "wait before the first retry; 0 for no waits at all (default 1s)")
 	fs.Float64Var(&f.multiplier, "multiplier", 0, "growth factor of the wait per retry, at least 1 (default 2)")
 	fs.DurationVar(&f.maxDelay, "max-delay", 0, "cap on every wait, jitter included (default 32s)")
-	fs.StringVar(&f.jitter, "jitter", "", "none, full, equal, decorrelated, additive[:MAX] or proportional:F (default additive:1s)")
+	fs.StringVar(&f.jitter, "jitter", "", "none, full, equal, decorrelated, additive[:MAX] or proportional:F (default additive: 0..min(1s, --initial))")
 	fs.DurationVar(&f.maxElapsed, "max-elapsed", 0, "total time budget; no wait starts that would end past it (default none)")
 	fs.DurationVar(&f.attemptTimout, "attempt-timeout", 0, "time limit of each attempt (default none)")
 	fs.StringVar(&f.preset, "preset", "default", "starting policy: default, aws or grpc; other policy flags override it")
@@ -168,7 +168,7 @@ func parseJitter(s string) (retry.Jitter, error) {
 			"equal": retry.EqualJitter, "decorrelated": retry.DecorrelatedJitter}[name], nil
 	case "additive":
 		if !hasArg {
-			return retry.AdditiveJitter(retry.DefaultJitterMax), nil
+			return retry.Jitter{}, nil // the default: 0..min(1 s, --initial)
 		}
 		d, err := time.ParseDuration(arg)
 		if err != nil || d < 0 {

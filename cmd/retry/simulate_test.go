@@ -223,7 +223,7 @@ func TestParseMaxMemory(t *testing.T) {
 func TestParseStrategy(t *testing.T) {
 	for in, want := range map[string]string{
 		"none": "none", "full": "full", "equal": "equal", "decorrelated": "decorrelated",
-		"additive": "additive:1s", "additive:5ms": "additive:5ms", "proportional:0.2": "proportional:0.2",
+		"additive": "additive", "additive:5ms": "additive:5ms", "proportional:0.2": "proportional:0.2",
 	} {
 		j, err := parseStrategy(in)
 		if err != nil || j.String() != want {
