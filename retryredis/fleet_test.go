@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/fleettest"
 	"github.com/retrykit/retry/internal/redistest"
 )
 
@@ -50,18 +51,18 @@ func TestFleetBudget(t *testing.T) {
 	var floorFunded [2]float64
 	for i, shared := range []bool{true, false} {
 		be := newBackend(t, 0)
-		res := runFleet(t, fleetProcs, workerConfig{Redis: srv.Addr(), Backend: be.srv.URL, Prefix: "fleet-budget",
+		res := runFleet(t, fleetProcs, workerConfig{Redis: srv.Addr(), Backend: be.URL(), Prefix: "fleet-budget",
 			Shared: shared, Kind: "budget", Duration: fleetRun, Budget: cfg}, busyRate, quietRate, nil)
-		ev := be.snapshot()
+		ev := be.Snapshot()
 		first, retries := 0, 0
 		for _, e := range ev {
-			if e.first {
+			if e.First {
 				first++
 			} else {
 				retries++
 			}
 		}
-		span := ev[len(ev)-1].at - ev[0].at
+		span := ev[len(ev)-1].At - ev[0].At
 		bound := fleetRatio*float64(first) + fleetFloor*(span+2*fleetWindow).Seconds() + fleetProcs*allowance
 		mode := "local"
 		fallbacks := int64(0)
@@ -106,15 +107,15 @@ func TestFleetBudget(t *testing.T) {
 // wait (20 ms) earlier, so the span of grants is widened by 50 ms, and
 // first attempts count from Window + one sync interval before it (fleet
 // counts are up to one interval old).
-func checkSpans(t *testing.T, ev []event, allowance float64, fallbacks int64) {
+func checkSpans(t *testing.T, ev []fleettest.Event, allowance float64, fallbacks int64) {
 	const grid = 100 * time.Millisecond
-	end := ev[len(ev)-1].at
+	end := ev[len(ev)-1].At
 	n := int(end/grid) + 1
 	firstAt := make([]int, n+1) // prefix sums per grid cell
 	retryAt := make([]int, n+1)
 	for _, e := range ev {
-		k := int(e.at / grid)
-		if e.first {
+		k := int(e.At / grid)
+		if e.First {
 			firstAt[k+1]++
 		} else {
 			retryAt[k+1]++
@@ -157,7 +158,7 @@ func TestFleetThrottle(t *testing.T) {
 	needProcesses(t)
 	srv := redistest.Start(t)
 	be := newBackend(t, 4) // 4 per 100 ms
-	res := runFleet(t, fleetProcs, workerConfig{Redis: srv.Addr(), Backend: be.srv.URL, Prefix: "fleet-throttle",
+	res := runFleet(t, fleetProcs, workerConfig{Redis: srv.Addr(), Backend: be.URL(), Prefix: "fleet-throttle",
 		Shared: true, Kind: "throttle", Duration: fleetRun, ThrottleK: 2, ThrottleWindow: 2 * time.Second}, 200, 20, nil)
 	fallbacks := int64(0)
 	for j, r := range res {
@@ -166,14 +167,14 @@ func TestFleetThrottle(t *testing.T) {
 		}
 		fallbacks += r.Fallbacks
 	}
-	ev := be.snapshot()
+	ev := be.Snapshot()
 	// The last half of the run, after the window has filled.
-	cut := ev[0].at + fleetRun/2
+	cut := ev[0].At + fleetRun/2
 	var sent, accepted, calls int
 	for _, e := range ev {
-		if e.at >= cut {
+		if e.At >= cut {
 			sent++
-			if e.accepted {
+			if e.Accepted {
 				accepted++
 			}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/fleettest"
 	"github.com/retrykit/retry/internal/redistest"
 	"github.com/retrykit/retry/retryredis"
 	"go.uber.org/goleak"
@@ -275,7 +276,7 @@ func TestShareErrors(t *testing.T) {
 }
 
 func TestMain(m *testing.M) {
-	if workerMain() {
+	if fleettest.WorkerMain(fleetAdapter) {
 		return
 	}
 	goleak.VerifyTestMain(m)

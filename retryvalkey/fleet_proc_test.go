@@ -1,384 +1,65 @@
 package retryvalkey_test
 
 // Multi-process tests: the test binary re-executes itself as worker
-// processes (TestMain → workerMain when RETRYKIT_FLEET_WORKER is set),
-// each with its own Budget/Throttle and go-redis client, against a
-// loopback backend started by the parent and one redis-server.
+// processes (TestMain → fleettest.WorkerMain when RETRYKIT_FLEET_WORKER
+// is set), each with its own Budget/Throttle and valkey-go client, against
+// a loopback backend started by the parent and one redis-server. The
+// harness is internal/fleettest; this file is its valkey-go adapter.
 
 import (
-	"bufio"
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"os/exec"
-	"slices"
-	"strconv"
-	"sync"
-	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/fleettest"
 	"github.com/retrykit/retry/retryvalkey"
 	"github.com/valkey-io/valkey-go"
 	"go.uber.org/goleak"
 )
 
-const workerEnv = "RETRYKIT_FLEET_WORKER"
-
-type workerConfig struct {
-	Redis, Backend, Prefix string
-	Shared                 bool
-	Kind                   string  // "budget", "throttle" or "fault"
-	Rate                   float64 // first attempts per second
-	Duration               time.Duration
-	Budget                 retry.BudgetConfig
-	ThrottleK              float64
-	ThrottleWindow         time.Duration
-}
-
-type transition struct {
-	At     int64 // Unix ns
-	Shared bool
-}
-
-type workerResult struct {
-	Calls        int64        // calls of Do
-	Syncs        int64        // successful syncs (budget share, or throttle share)
-	Failures     int64        // failed syncs
-	Fallbacks    int64        // shared → local switches
-	Transitions  []transition // of the budget share, as polled every 5 ms
-	Latencies    []int64      // fault: ns per Do, in call order
-	LatencyAt    []int64      // fault: Unix ns of each call's start
-	Leak         string       // goleak.Find after Close
-	SharedAtJoin bool         // the budget share had joined before Start
-}
-
-// workerMain runs the worker when the environment says so and exits.
-func workerMain() bool {
-	v := os.Getenv(workerEnv)
-	if v == "" {
-		return false
-	}
-	var c workerConfig
-	if err := json.Unmarshal([]byte(v), &c); err != nil {
-		fmt.Fprintln(os.Stderr, "worker config:", err)
-		os.Exit(2)
-	}
-	res, err := runWorker(c)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
-	}
-	json.NewEncoder(os.Stdout).Encode(res)
-	os.Exit(0)
-	return true
-}
-
-var errUnavailable = errors.New("backend: 503")
-
-type overloaded struct{}
-
-func (overloaded) Error() string    { return "backend: 503" }
-func (overloaded) Overloaded() bool { return true }
-
-func runWorker(c workerConfig) (*workerResult, error) {
-	res := &workerResult{}
-	b, err := retry.NewBudget(c.Budget)
-	if err != nil {
-		return nil, err
-	}
-	th, err := retry.NewThrottle(retry.ThrottleConfig{K: c.ThrottleK, Window: c.ThrottleWindow})
-	if err != nil {
-		return nil, err
-	}
-	rdb, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{c.Redis}, DisableCache: true,
-		DisableRetry: true, Dialer: net.Dialer{Timeout: time.Second}})
-	if err != nil {
-		return nil, err
-	}
-	var bs, ts *retryvalkey.Share
-	if c.Shared {
-		if c.Kind != "throttle" {
-			if bs, err = retryvalkey.ShareBudget(rdb, c.Prefix, b, retryvalkey.WithLogger(discardLogger())); err != nil {
-				return nil, err
-			}
-		}
-		if c.Kind != "budget" {
-			if ts, err = retryvalkey.ShareThrottle(rdb, c.Prefix, th, retryvalkey.WithLogger(discardLogger())); err != nil {
-				return nil, err
-			}
-		}
-	}
-	var p retry.Policy
-	switch c.Kind {
-	case "budget":
-		p = retry.Policy{Budget: b, MaxAttempts: 4, Initial: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond, Jitter: retry.NoJitter}
-	case "throttle":
-		p = retry.Policy{Throttle: th, MaxAttempts: 1}
-	case "fault":
-		p = retry.Policy{Budget: b, Throttle: th, MaxAttempts: 2, Initial: retry.Immediate}
-	}
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 5 * time.Second}
-
-	// Join the fleet (up to 10 s), say so, and wait for the parent's
-	// start time on stdin, so that every worker starts together.
-	if bs != nil || ts != nil {
-		for end := time.Now().Add(10 * time.Second); time.Now().Before(end) && !((bs == nil || bs.Shared()) && (ts == nil || ts.Shared())); {
-			time.Sleep(5 * time.Millisecond)
-		}
-		res.SharedAtJoin = (bs == nil || bs.Shared()) && (ts == nil || ts.Shared())
-	}
-	fmt.Println("ready")
-	var startNs int64
-	if _, err := fmt.Fscanln(os.Stdin, &startNs); err != nil {
-		return nil, fmt.Errorf("read start time: %w", err)
-	}
-	start := time.Unix(0, startNs)
-	time.Sleep(time.Until(start))
-
-	// Poll the share's state for the fault test.
-	stopPoll := make(chan struct{})
-	var pollDone sync.WaitGroup
-	if sh := cmp(bs, ts); sh != nil {
-		pollDone.Add(1)
-		go func() {
-			defer pollDone.Done()
-			last := sh.Shared()
-			res.Transitions = append(res.Transitions, transition{time.Now().UnixNano(), last})
-			t := time.NewTicker(5 * time.Millisecond)
-			defer t.Stop()
-			for {
-				select {
-				case <-stopPoll:
-					return
-				case <-t.C:
-					if s := sh.Shared(); s != last {
-						last = s
-						res.Transitions = append(res.Transitions, transition{time.Now().UnixNano(), s})
-					}
-				}
-			}
-		}()
-	}
-
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var calls atomic.Int64
-	call := func(at time.Time) {
-		defer wg.Done()
-		calls.Add(1)
-		attempt := 0
-		op := func(ctx context.Context) error {
-			if c.Kind == "fault" {
-				return errUnavailable // in memory: only the retry machinery is timed
-			}
-			attempt++
-			req, _ := http.NewRequestWithContext(ctx, "GET", c.Backend, nil)
-			req.Header.Set("X-Attempt", strconv.Itoa(attempt))
-			resp, err := hc.Do(req)
-			if err != nil {
-				return err
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusServiceUnavailable {
-				return overloaded{}
-			}
-			return nil
-		}
-		t0 := time.Now()
-		retry.Do(ctx, p, op)
-		if c.Kind == "fault" {
-			d := time.Since(t0)
-			mu.Lock()
-			res.Latencies = append(res.Latencies, int64(d))
-			res.LatencyAt = append(res.LatencyAt, at.UnixNano())
-			mu.Unlock()
-		}
-	}
-	every := time.Duration(float64(time.Second) / c.Rate)
-	end := start.Add(c.Duration)
-	for at := start; at.Before(end); at = at.Add(every) {
-		time.Sleep(time.Until(at))
-		wg.Add(1)
-		go call(at)
-	}
-	wg.Wait()
-	close(stopPoll)
-	pollDone.Wait()
-	res.Calls = calls.Load()
-	if sh := cmp(bs, ts); sh != nil {
-		st := sh.Stats()
-		res.Syncs, res.Failures, res.Fallbacks = st.Syncs, st.Failures, st.Fallbacks
-	}
-	if bs != nil {
-		bs.Close()
-	}
-	if ts != nil {
-		ts.Close()
-	}
-	rdb.Close()
-	hc.CloseIdleConnections()
-	if err := goleak.Find(); err != nil {
-		res.Leak = err.Error()
-	}
-	return res, nil
-}
-
-func cmp(a, b *retryvalkey.Share) *retryvalkey.Share {
-	if a != nil {
-		return a
-	}
-	return b
-}
-
-// backend is an always-503 loopback server (or one accepting up to
-// perTick requests per 100 ms) that records every request.
-type backend struct {
-	srv      *httptest.Server
-	perTick  int // 0: accept nothing
-	mu       sync.Mutex
-	start    time.Time
-	events   []event
-	tick     int64
-	accepted int
-}
-
-type event struct {
-	at       time.Duration // since start
-	first    bool
-	accepted bool
-}
-
-func newBackend(t *testing.T, perTick int) *backend {
-	b := &backend{perTick: perTick, start: time.Now()}
-	b.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b.mu.Lock()
-		at := time.Since(b.start)
-		ok := false
-		if b.perTick > 0 {
-			if k := int64(at / (100 * time.Millisecond)); k != b.tick {
-				b.tick, b.accepted = k, 0
-			}
-			if b.accepted < b.perTick {
-				b.accepted++
-				ok = true
-			}
-		}
-		b.events = append(b.events, event{at, r.Header.Get("X-Attempt") == "1", ok})
-		b.mu.Unlock()
-		if !ok {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-	}))
-	t.Cleanup(b.srv.Close)
-	return b
-}
-
-func (b *backend) snapshot() []event {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return slices.Clone(b.events)
-}
-
-// runFleet starts one busy and n-1 quiet workers, starts them together
-// once all have joined, and returns their results. started, if not nil,
-// receives the common start time.
-func runFleet(t *testing.T, n int, c workerConfig, busyRate, quietRate float64, started chan<- time.Time) []*workerResult {
-	t.Helper()
-	type worker struct {
-		cmd    *exec.Cmd
-		stdin  io.WriteCloser
-		stdout *bufio.Reader
-		stderr *limitedBuffer
-	}
-	ws := make([]worker, n)
-	for i := range n {
-		wc := c
-		wc.Rate = quietRate
-		if i == 0 {
-			wc.Rate = busyRate
-		}
-		js, _ := json.Marshal(wc)
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), workerEnv+"="+string(js))
-		w := worker{cmd: cmd, stderr: &limitedBuffer{}}
-		cmd.Stderr = w.stderr
-		var err error
-		if w.stdin, err = cmd.StdinPipe(); err != nil {
-			t.Fatal(err)
-		}
-		out, err := cmd.StdoutPipe()
+var fleetAdapter = fleettest.Adapter{
+	Dial: func(addr string) (fleettest.Client, error) {
+		rdb, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}, DisableCache: true,
+			DisableRetry: true, Dialer: net.Dialer{Timeout: time.Second}})
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
-		w.stdout = bufio.NewReader(out)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		ws[i] = w
-	}
-	for i, w := range ws {
-		if line, err := w.stdout.ReadString('\n'); line != "ready\n" {
-			t.Fatalf("worker %d: %q, %v: %s", i, line, err, w.stderr.String())
-		}
-	}
-	start := time.Now().Add(100 * time.Millisecond)
-	for _, w := range ws {
-		fmt.Fprintln(w.stdin, start.UnixNano())
-	}
-	if started != nil {
-		started <- start
-	}
-	res := make([]*workerResult, n)
-	for i, w := range ws {
-		var r workerResult
-		if err := json.NewDecoder(w.stdout).Decode(&r); err != nil {
-			t.Errorf("worker %d: %v: %s", i, err, w.stderr.String())
-			continue
-		}
-		if err := w.cmd.Wait(); err != nil {
-			t.Errorf("worker %d: %v: %s", i, err, w.stderr.String())
-		}
-		res[i] = &r
-	}
-	if t.Failed() {
-		t.FailNow()
-	}
-	return res
+		return fleetClient{rdb}, nil
+	},
+	Leaks: func() error { return goleak.Find() },
 }
 
-type limitedBuffer struct {
-	mu sync.Mutex
-	b  []byte
+type fleetClient struct{ rdb valkey.Client }
+
+func (c fleetClient) ShareBudget(prefix string, b *retry.Budget) (fleettest.Share, error) {
+	return fleetShare(retryvalkey.ShareBudget(c.rdb, prefix, b, retryvalkey.WithLogger(discardLogger())))
 }
 
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.b) < 1<<16 {
-		l.b = append(l.b, p...)
+func (c fleetClient) ShareThrottle(prefix string, t *retry.Throttle) (fleettest.Share, error) {
+	return fleetShare(retryvalkey.ShareThrottle(c.rdb, prefix, t, retryvalkey.WithLogger(discardLogger())))
+}
+
+func (c fleetClient) Close() { c.rdb.Close() }
+
+func fleetShare(s *retryvalkey.Share, err error) (fleettest.Share, error) {
+	if err != nil {
+		return nil, err
 	}
-	return len(p), nil
+	return shareCounts{s}, nil
 }
 
-func (l *limitedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return string(l.b)
+type shareCounts struct{ *retryvalkey.Share }
+
+func (s shareCounts) Counts() (syncs, failures, fallbacks int64) {
+	st := s.Stats()
+	return st.Syncs, st.Failures, st.Fallbacks
 }
 
-func needProcesses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process fleet test: skipped with -short")
-	}
-}
+// Shorthands for the fleet tests.
+type workerConfig = fleettest.WorkerConfig
+
+var (
+	newBackend    = fleettest.NewBackend
+	runFleet      = fleettest.RunFleet
+	needProcesses = fleettest.NeedProcesses
+)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/fleettest"
 	"github.com/retrykit/retry/internal/redistest"
 	"github.com/retrykit/retry/retryvalkey"
 	"github.com/valkey-io/valkey-go"
@@ -279,7 +280,7 @@ func TestShareErrors(t *testing.T) {
 }
 
 func TestMain(m *testing.M) {
-	if workerMain() {
+	if fleettest.WorkerMain(fleetAdapter) {
 		return
 	}
 	goleak.VerifyTestMain(m)
