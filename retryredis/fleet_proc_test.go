@@ -32,12 +32,26 @@ var fleetAdapter = fleettest.Adapter{
 
 type fleetClient struct{ rdb *redis.Client }
 
-func (c fleetClient) ShareBudget(prefix string, b *retry.Budget) (fleettest.Share, error) {
-	return fleetShare(retryredis.ShareBudget(c.rdb, prefix, b, retryredis.WithLogger(discardLogger())))
+func (c fleetClient) ShareBudget(prefix string, b *retry.Budget, o fleettest.ShareOptions) (fleettest.Share, error) {
+	return fleetShare(retryredis.ShareBudget(c.rdb, prefix, b, shareOptions(o)...))
 }
 
-func (c fleetClient) ShareThrottle(prefix string, t *retry.Throttle) (fleettest.Share, error) {
-	return fleetShare(retryredis.ShareThrottle(c.rdb, prefix, t, retryredis.WithLogger(discardLogger())))
+func (c fleetClient) ShareThrottle(prefix string, t *retry.Throttle, o fleettest.ShareOptions) (fleettest.Share, error) {
+	return fleetShare(retryredis.ShareThrottle(c.rdb, prefix, t, shareOptions(o)...))
+}
+
+func shareOptions(o fleettest.ShareOptions) []retryredis.ShareOption {
+	var opts []retryredis.ShareOption
+	if o.Logger != nil {
+		opts = append(opts, retryredis.WithLogger(o.Logger))
+	}
+	if o.SyncInterval != 0 {
+		opts = append(opts, retryredis.WithSyncInterval(o.SyncInterval))
+	}
+	if o.SyncTimeout != 0 {
+		opts = append(opts, retryredis.WithSyncTimeout(o.SyncTimeout))
+	}
+	return opts
 }
 
 func (c fleetClient) Close() { c.rdb.Close() }

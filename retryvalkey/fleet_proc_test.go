@@ -31,12 +31,26 @@ var fleetAdapter = fleettest.Adapter{
 
 type fleetClient struct{ rdb valkey.Client }
 
-func (c fleetClient) ShareBudget(prefix string, b *retry.Budget) (fleettest.Share, error) {
-	return fleetShare(retryvalkey.ShareBudget(c.rdb, prefix, b, retryvalkey.WithLogger(discardLogger())))
+func (c fleetClient) ShareBudget(prefix string, b *retry.Budget, o fleettest.ShareOptions) (fleettest.Share, error) {
+	return fleetShare(retryvalkey.ShareBudget(c.rdb, prefix, b, shareOptions(o)...))
 }
 
-func (c fleetClient) ShareThrottle(prefix string, t *retry.Throttle) (fleettest.Share, error) {
-	return fleetShare(retryvalkey.ShareThrottle(c.rdb, prefix, t, retryvalkey.WithLogger(discardLogger())))
+func (c fleetClient) ShareThrottle(prefix string, t *retry.Throttle, o fleettest.ShareOptions) (fleettest.Share, error) {
+	return fleetShare(retryvalkey.ShareThrottle(c.rdb, prefix, t, shareOptions(o)...))
+}
+
+func shareOptions(o fleettest.ShareOptions) []retryvalkey.ShareOption {
+	var opts []retryvalkey.ShareOption
+	if o.Logger != nil {
+		opts = append(opts, retryvalkey.WithLogger(o.Logger))
+	}
+	if o.SyncInterval != 0 {
+		opts = append(opts, retryvalkey.WithSyncInterval(o.SyncInterval))
+	}
+	if o.SyncTimeout != 0 {
+		opts = append(opts, retryvalkey.WithSyncTimeout(o.SyncTimeout))
+	}
+	return opts
 }
 
 func (c fleetClient) Close() { c.rdb.Close() }

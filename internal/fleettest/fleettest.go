@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -36,10 +37,18 @@ type Share interface {
 	Close() error
 }
 
+// ShareOptions are the share options the tests use; the adapter maps
+// each one that is set to the module's ShareOption.
+type ShareOptions struct {
+	Logger       *slog.Logger  // WithLogger
+	SyncInterval time.Duration // WithSyncInterval
+	SyncTimeout  time.Duration // WithSyncTimeout
+}
+
 // Client is a module's store client, configured for the syncs.
 type Client interface {
-	ShareBudget(prefix string, b *retry.Budget) (Share, error)
-	ShareThrottle(prefix string, t *retry.Throttle) (Share, error)
+	ShareBudget(prefix string, b *retry.Budget, o ShareOptions) (Share, error)
+	ShareThrottle(prefix string, t *retry.Throttle, o ShareOptions) (Share, error)
 	Close()
 }
 
@@ -130,14 +139,15 @@ func runWorker(a Adapter, c WorkerConfig) (*WorkerResult, error) {
 		return nil, err
 	}
 	var bs, ts Share
+	quiet := ShareOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if c.Shared {
 		if c.Kind != "throttle" {
-			if bs, err = rdb.ShareBudget(c.Prefix, b); err != nil {
+			if bs, err = rdb.ShareBudget(c.Prefix, b, quiet); err != nil {
 				return nil, err
 			}
 		}
 		if c.Kind != "budget" {
-			if ts, err = rdb.ShareThrottle(c.Prefix, th); err != nil {
+			if ts, err = rdb.ShareThrottle(c.Prefix, th, quiet); err != nil {
 				return nil, err
 			}
 		}

@@ -1,8 +1,0 @@
-package retryvalkey_test
-
-import (
-	"io"
-	"log/slog"
-)
-
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
