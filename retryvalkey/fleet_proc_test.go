@@ -68,12 +68,3 @@ func (s shareCounts) Counts() (syncs, failures, fallbacks int64) {
 	st := s.Stats()
 	return st.Syncs, st.Failures, st.Fallbacks
 }
-
-// Shorthands for the fleet tests.
-type workerConfig = fleettest.WorkerConfig
-
-var (
-	newBackend    = fleettest.NewBackend
-	runFleet      = fleettest.RunFleet
-	needProcesses = fleettest.NeedProcesses
-)
