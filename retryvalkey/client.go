@@ -218,6 +218,9 @@ func (c *client) Do(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResu
 		}
 		cmd = cmd.ToRetryable()
 	}
+	// The name is read before Do: valkey-go recycles the command once the
+	// server has answered it, and another goroutine may then reuse it.
+	n := name(&cmd)
 	p := &c.r.p
 	if p.Budget == nil && p.Throttle == nil && p.Observer == nil && p.MaxElapsed <= 0 {
 		// Nothing to account: valkey-go's loop and RetryDelay do it all.
@@ -225,7 +228,7 @@ func (c *client) Do(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResu
 		if resp.NonValkeyError() == nil {
 			return resp
 		}
-		return wrap(resp, name(&cmd))
+		return wrap(resp, n)
 	}
 	if !c.first(ctx) {
 		return valkey.NewErrorResult(retry.ErrThrottled)
@@ -240,7 +243,7 @@ func (c *client) Do(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResu
 	if err == nil {
 		return resp
 	}
-	return wrap(resp, name(&cmd))
+	return wrap(resp, n)
 }
 
 // doUnsafe sends a command that valkey-go does not retry through retry.Do
@@ -308,6 +311,15 @@ func (c *client) DoMulti(ctx context.Context, multi ...valkey.Completed) []valke
 		}
 		return out
 	}
+	// Names are read before DoMulti, which recycles the commands answered.
+	var buf [8]string
+	names := buf[:0]
+	if len(multi) > len(buf) {
+		names = make([]string, 0, len(multi))
+	}
+	for i := range multi {
+		names = append(names, name(&multi[i]))
+	}
 	ctx2, cancel := c.withElapsed(ctx)
 	resps := c.Client.DoMulti(ctx2, multi...)
 	if cancel != nil {
@@ -327,7 +339,7 @@ func (c *client) DoMulti(ctx context.Context, multi ...valkey.Completed) []valke
 	}
 	c.last(ctx, final, recorded)
 	for i := range resps {
-		resps[i] = wrap(resps[i], name(&multi[i]))
+		resps[i] = wrap(resps[i], names[i])
 	}
 	return resps
 }
@@ -346,6 +358,10 @@ func (c *client) DoCache(ctx context.Context, cmd valkey.Cacheable, ttl time.Dur
 	if !c.first(ctx) {
 		return valkey.NewErrorResult(retry.ErrThrottled)
 	}
+	var n string // read before DoCache, which recycles the command answered
+	if w := cmd.Commands(); len(w) > 0 {
+		n = w[0]
+	}
 	ctx2, cancel := c.withElapsed(ctx)
 	resp := c.Client.DoCache(ctx2, cmd, ttl)
 	if cancel != nil {
@@ -353,9 +369,5 @@ func (c *client) DoCache(ctx context.Context, cmd valkey.Cacheable, ttl time.Dur
 	}
 	err := resp.Error()
 	c.last(ctx, err, valkeyRetries(ctx2, err))
-	var n string
-	if w := cmd.Commands(); len(w) > 0 {
-		n = w[0]
-	}
 	return wrap(resp, n)
 }
