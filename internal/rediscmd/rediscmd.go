@@ -52,8 +52,10 @@ func Harmless(name string) bool {
 // SADD, SREM, ZADD (not INCR or NX), ZREM, PFADD, LSET, SETRANGE, PERSIST,
 // and EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT (not NX). The reply to a repeat
 // may differ (DEL then counts 0 keys, HSET 0 new fields); relative expiries
-// restart from the repeat.
-func IdempotentWrite(name string, a Args) bool {
+// restart from the repeat. It is generic over the arguments' type so that
+// a caller's slice is not boxed into an interface (an allocation on every
+// command that asks).
+func IdempotentWrite[A Args](name string, a A) bool {
 	switch strings.ToUpper(name) {
 	case "SETEX", "PSETEX", "MSET", "DEL", "UNLINK", "HSET", "HMSET", "HDEL", "SADD", "SREM",
 		"ZREM", "PFADD", "LSET", "SETRANGE", "PERSIST":
