@@ -36,39 +36,58 @@
 // with a context from [MarkSafe]. DoMulti is repeated as a whole only when
 // every command in it (MULTI and EXEC aside) is.
 //
-// Any other command is sent by the client through retry.Do with p and
-// repeated only when it was not sent: its connection could not be dialled.
+// Every call runs through retry.Do with p (its Budget, Throttle and
+// Observer included). Its first send goes through valkey-go's loop; after
+// that, the call sends the command again, rebuilt from its words (valkey-go
+// recycles a command once the server answered it, so the client keeps
+// the words before sending), when:
+//   - the server refused it without running it: BUSY, TRYAGAIN,
+//     CLUSTERDOWN, MASTERDOWN, READONLY, NOREPLICAS or "max number of
+//     clients", for any command, INCR included (LOADING, and in a cluster
+//     TRYAGAIN and CLUSTERDOWN, valkey-go's loop repeats by itself);
+//   - it was not sent: its connection could not be dialled;
+//   - its reply was lost on a resend and it is safe to repeat.
+//
+// A resend is not retryable in valkey-go's loop, so this loop alone counts
+// it; but the attempts valkey-go's loop made for the first send are not
+// counted here (RetryDelay gets nothing that tells calls apart), so a call
+// whose first send lost replies and was then refused may make up to
+// MaxAttempts-1 sends more than MaxAttempts. The Budget, Throttle and
+// MaxElapsed bound every send. A resend of DoCache goes through Do: the
+// server answers it, not the client-side cache. In a pipeline without
+// MULTI, DoMulti sends again only the commands refused or not sent (and
+// those whose reply was lost, when all are safe); a MULTI ... EXEC block is
+// sent again only by valkey-go's loop.
+//
 // valkey-go writes commands from a background goroutine, several at a time,
 // so a failed write may follow another command's successful one: after a
 // connection was reset, the first command written to it fails with "may
 // have been applied", and only later ones meet a refused dial.
 //
-// Server replies: valkey-go repeats LOADING only, and recycles a command
-// once the server has answered it, so the other refusals (BUSY, TRYAGAIN,
-// CLUSTERDOWN, MASTERDOWN, READONLY, NOREPLICAS) are returned to the caller
-// at once, not retried. Replies that say the request is wrong (ERR,
-// WRONGTYPE, NOSCRIPT, ...) are never repeated. Replies come back as
-// valkey-go returns them (*valkey.ValkeyError); a failure without a reply
-// comes back as a [*CommandError] matching [ErrNotSent] or
-// [ErrMaybeApplied] (for a command sent through retry.Do, inside the
-// *retry.Error of the loop when it made more than one attempt).
+// Replies that say the request is wrong (ERR, WRONGTYPE, NOSCRIPT, ...) are
+// never repeated. Replies come back as valkey-go returns them
+// (*valkey.ValkeyError, the last one when a refusal outlasted the policy);
+// a failure without a reply comes back as a [*CommandError] matching
+// [ErrNotSent] or [ErrMaybeApplied] (inside the *retry.Error of the loop
+// when it made more than one send).
 //
 // # Observing
 //
 // The policy's Observer sees every attempt, retry, Budget refusal and
-// Throttle rejection. Those of valkey-go's loop are reported with
-// context.Background(), because RetryDelay gets no context, and the final
-// EventDone of such a call has Attempt 0 (valkey-go does not tell how many
-// attempts it made) and Err set to the last error, not a *retry.Error. A
-// Throttle's own Accepted rule is not consulted for those attempts: they
-// are counted with its default rule (timeouts and errors with
+// Throttle rejection, and one EventDone per call. Those of valkey-go's loop
+// are reported with context.Background(), because RetryDelay gets no
+// context, and the EventDone counts the sends of this client's loop, not
+// valkey-go's repeats of the first send (each has its own EventRetry). A
+// Throttle's own Accepted rule is not consulted for valkey-go's repeats:
+// they are counted with its default rule (timeouts and errors with
 // Overloaded() true are rejections). The Policy's Logger is not used by
 // valkey-go's loop.
 //
 // # The wire
 //
 // Nothing is added to the commands: a retry is a new send of the same
-// command. The success path adds no allocation (see BenchmarkGet).
+// words. The success path adds no allocation (see BenchmarkGet and
+// TestWrapperSuccessAllocatesNothing).
 //
 // # Sharing a budget across a fleet
 //
