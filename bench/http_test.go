@@ -66,17 +66,23 @@ func BenchmarkHTTPGet(b *testing.B) {
 		b.Run("lib="+lib.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				resp, err := lib.c.Get(srv.URL)
-				if err != nil {
-					b.Fatal(err)
-				}
-				n, _ := io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 || n != int64(len(payload)) {
-					b.Fatalf("status %d, %d bytes", resp.StatusCode, n)
-				}
+				getPayload(b, lib.c, srv.URL, payload)
 			}
 		})
+	}
+}
+
+// getPayload GETs url with c, reads the body whole and closes it, and
+// fails b unless the answer is 200 with payload's length.
+func getPayload(b *testing.B, c *http.Client, url string, payload []byte) {
+	resp, err := c.Get(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || n != int64(len(payload)) {
+		b.Fatalf("status %d, %d bytes", resp.StatusCode, n)
 	}
 }
 

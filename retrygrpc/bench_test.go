@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/paired"
 	"github.com/retrykit/retry/retrygrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -35,4 +36,27 @@ func BenchmarkUnary(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkUnaryPaired measures what the interceptor (DialOptions with the
+// zero Policy) adds to a successful unary call over loopback, as a share
+// of the call, with internal/paired: each of b.N rounds runs blocks of 50
+// calls on a bare connection and on one with the interceptor, interleaved
+// (ABBA), so that the machine's drift, far larger than the difference
+// here, hits both alike:
+//
+//	cd retrygrpc && go test -run '^$' -bench UnaryPaired -benchtime 400x -v .
+func BenchmarkUnaryPaired(b *testing.B) {
+	s := &echoServer{}
+	bare := serve(b, s)
+	intercepted := serve(b, s, retrygrpc.DialOptions(retry.Policy{})...)
+	ctx := context.Background()
+	call := func(cc *grpc.ClientConn) func() {
+		return func() {
+			if _, err := callUnary(ctx, cc, methodUnary); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	paired.Measure(max(b.N, 10), 200, call(bare), call(intercepted)).Report(b)
 }

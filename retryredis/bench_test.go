@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/paired"
 	"github.com/retrykit/retry/internal/redistest"
 	"github.com/retrykit/retry/retryredis"
 )
@@ -78,4 +79,34 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 		run(b, c)
 	})
+}
+
+// BenchmarkGetPaired measures what the hook adds to a successful GET
+// against a local redis-server, as a share of the call, with
+// internal/paired: each of b.N rounds runs blocks of 50 GETs on the bare
+// client and on the instrumented one, interleaved (ABBA), so that the
+// machine's drift, far larger than the difference here, hits both alike:
+//
+//	cd retryredis && RETRYKIT_REQUIRE_REDIS=1 go test -run '^$' -bench GetPaired -benchtime 400x -v .
+func BenchmarkGetPaired(b *testing.B) {
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	bare := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	defer bare.Close()
+	hooked := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	defer hooked.Close()
+	if err := retryredis.Instrument(ctx, hooked, retry.Policy{}); err != nil {
+		b.Fatal(err)
+	}
+	if err := bare.Set(ctx, "k", "v", 0).Err(); err != nil {
+		b.Fatal(err)
+	}
+	get := func(c *redis.Client) func() {
+		return func() {
+			if err := c.Get(ctx, "k").Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	paired.Measure(max(b.N, 10), 50, get(bare), get(hooked)).Report(b)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/paired"
 	"github.com/retrykit/retry/internal/redistest"
 	"github.com/retrykit/retry/retryvalkey"
 )
@@ -107,4 +108,37 @@ func BenchmarkIncr(b *testing.B) {
 		}
 		run(b, c)
 	})
+}
+
+// BenchmarkGetPaired measures what NewClient adds to a successful GET
+// against a local redis-server, as a share of the call, with
+// internal/paired: each of b.N rounds runs blocks of 50 GETs on the bare
+// client and on the wrapped one, interleaved (ABBA), so that the machine's
+// drift, far larger than the difference here, hits both alike:
+//
+//	cd retryvalkey && RETRYKIT_REQUIRE_REDIS=1 go test -run '^$' -bench GetPaired -benchtime 400x -v .
+func BenchmarkGetPaired(b *testing.B) {
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	bare, err := valkey.NewClient(option(srv.Addr()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bare.Close()
+	wrapped, err := retryvalkey.NewClient(option(srv.Addr()), retry.Policy{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer wrapped.Close()
+	if err := bare.Do(ctx, bare.B().Set().Key("k").Value("v").Build()).Error(); err != nil {
+		b.Fatal(err)
+	}
+	get := func(c valkey.Client) func() {
+		return func() {
+			if err := c.Do(ctx, c.B().Get().Key("k").Build()).Error(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	paired.Measure(max(b.N, 10), 50, get(bare), get(wrapped)).Report(b)
 }
