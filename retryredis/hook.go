@@ -11,6 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/retrykit/retry"
+
+	"github.com/retrykit/retry/internal/rediscmd"
 )
 
 // Option configures Instrument.
@@ -71,7 +73,7 @@ func Instrument(ctx context.Context, c *redis.Client, p retry.Policy, opts ...Op
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	h := &hook{policy: p}
+	h := &hook{policy: rediscmd.LoopPolicy(p)}
 	if len(cfg.idempotent) > 0 {
 		h.table.extra = make(map[string]bool, len(cfg.idempotent))
 		for _, n := range cfg.idempotent {

@@ -3,6 +3,7 @@ package retryredis_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -476,5 +477,50 @@ func TestPolicyGuards(t *testing.T) {
 	}
 	if p2, r2, _ := px.Counts("get"); p2+r2-passed-reset != 1 {
 		t.Fatalf("proxy saw %d GETs; want 1", p2+r2-passed-reset)
+	}
+}
+
+// timingOutDialer dials addr, except while fail is above zero: then it
+// spends one of fail on a dial that times out for real (a deadline already
+// passed), whose error matches context.DeadlineExceeded as every net
+// timeout does.
+func timingOutDialer(fail *atomic.Int32) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if fail.Add(-1) >= 0 {
+			return (&net.Dialer{Timeout: time.Nanosecond}).DialContext(ctx, network, addr)
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+}
+
+// TestDialTimeoutRetried: a dial that times out sent nothing, so even INCR
+// is sent again; the timeout is not taken for the end of the caller's
+// context. One that keeps timing out ends with ErrNotSent.
+func TestDialTimeoutRetried(t *testing.T) {
+	srv := redistest.Start(t)
+	var fail atomic.Int32
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, PoolSize: 4, Dialer: timingOutDialer(&fail)})
+	t.Cleanup(func() { c.Close() })
+	if err := retryredis.Instrument(context.Background(), c, retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	fail.Store(2)
+	if n, err := c.Incr(ctx, "k").Result(); err != nil || n != 1 {
+		t.Fatalf("INCR after two dial timeouts: %d, %v; want 1", n, err)
+	}
+	if n, _ := srv.CommandCalls("incr"); n != 1 {
+		t.Fatalf("server ran INCR %d times; want 1", n)
+	}
+	fail.Store(100)
+	c = redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, PoolSize: 4, Dialer: timingOutDialer(&fail)})
+	t.Cleanup(func() { c.Close() })
+	if err := retryredis.Instrument(ctx, c, retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3}); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Incr(ctx, "k").Err()
+	var re *retry.Error
+	if !errors.Is(err, retryredis.ErrNotSent) || !errors.As(err, &re) || re.Attempts != 3 {
+		t.Fatalf("INCR with every dial timing out: %v; want ErrNotSent after 3 attempts", err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/retrykit/retry"
 	"github.com/valkey-io/valkey-go"
+
+	"github.com/retrykit/retry/internal/rediscmd"
 )
 
 // NewClient returns a valkey-go client, built from opt, whose one retry
@@ -55,7 +57,7 @@ func NewClient(opt valkey.ClientOption, p retry.Policy) (valkey.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &client{Client: c, r: r, cluster: c.Mode() == valkey.ClientModeCluster}, nil
+	return &client{Client: c, r: r, loop: rediscmd.LoopPolicy(p), cluster: c.Mode() == valkey.ClientModeCluster}, nil
 }
 
 // retryer is valkey-go's RetryDelay built from a Policy. valkey-go calls it
@@ -134,7 +136,8 @@ func (r *retryer) delay(attempts int, cmd valkey.Completed, err error) time.Dura
 type client struct {
 	valkey.Client
 	r       *retryer
-	cluster bool // valkey-go's cluster loop also repeats TRYAGAIN and CLUSTERDOWN
+	loop    retry.Policy // the policy of the client's own retry.Do (rediscmd.LoopPolicy)
+	cluster bool         // valkey-go's cluster loop also repeats TRYAGAIN and CLUSTERDOWN
 }
 
 // safe reports whether cmd may be repeated after it was written.
@@ -153,13 +156,23 @@ func name(cmd *valkey.Completed) string {
 	return ""
 }
 
-// withElapsed bounds ctx by p.MaxElapsed, so that valkey-go's loop starts
-// no wait that would end past it.
-func (c *client) withElapsed(ctx context.Context) (context.Context, context.CancelFunc) {
+// deadline returns when a call starting now must end by p.MaxElapsed, or
+// the zero time when p sets no time budget.
+func (c *client) deadline() time.Time {
 	if c.r.p.MaxElapsed <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(c.r.p.MaxElapsed)
+}
+
+// bounded returns ctx bounded by the call's deadline, if any, so that
+// valkey-go's loop starts no wait that would end past it and no send
+// outlasts it.
+func bounded(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	if deadline.IsZero() {
 		return ctx, nil
 	}
-	return context.WithTimeout(ctx, c.r.p.MaxElapsed)
+	return context.WithDeadline(ctx, deadline)
 }
 
 // wrap returns resp, with an error that is not a server reply wrapped in a
@@ -230,18 +243,19 @@ func (c *client) DoCache(ctx context.Context, cmd valkey.Cacheable, ttl time.Dur
 // are not retryable in valkey-go's loop: this loop alone repeats them, a
 // lost reply only when safe.
 func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx context.Context, resend bool) valkey.ValkeyResult) valkey.ValkeyResult {
-	var resp valkey.ValkeyResult
-	sent := 0
-	err := retry.Do(ctx, c.r.p, func(ctx context.Context) error {
+	var (
+		resp valkey.ValkeyResult
+		last *CommandError // the failure without a reply of the last send, if any
+		sent int
+	)
+	deadline := c.deadline()
+	err := retry.Do(ctx, c.loop, func(ctx context.Context) error {
 		sent++
-		if sent == 1 {
-			ctx2, cancel := c.withElapsed(ctx)
-			resp = do(ctx2, false)
-			if cancel != nil {
-				cancel()
-			}
-		} else {
-			resp = do(ctx, true)
+		last = nil
+		ctx, cancel := bounded(ctx, deadline)
+		resp = do(ctx, sent > 1)
+		if cancel != nil {
+			cancel()
 		}
 		err := resp.Error()
 		if err == nil || valkey.IsValkeyNil(err) {
@@ -259,21 +273,28 @@ func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx conte
 		case outcomeReply:
 			return retry.Permanent(err)
 		default:
-			ce := &CommandError{Command: k.name(), Err: err, outcome: o}
+			last = &CommandError{Command: k.name(), Err: err, outcome: o}
 			if o == outcomeFinal { // the client is closed
-				ce.outcome = outcomeNotSent
-				return retry.Permanent(ce)
+				last.outcome = outcomeNotSent
+				return retry.Permanent(last)
 			}
 			if inner || !k.resendable() || (o == outcomeMaybeApplied && !safe) {
-				return retry.Permanent(ce)
+				return retry.Permanent(last)
 			}
-			return ce
+			return last
 		}
 	})
-	if err == nil {
+	return c.result(err, sent, resp, last)
+}
+
+// result is what a call returns after its loop ended with err (nil on
+// success) after sent sends, the last answered with resp or failing
+// without a reply with last.
+func (c *client) result(err error, sent int, resp valkey.ValkeyResult, last *CommandError) valkey.ValkeyResult {
+	switch {
+	case err == nil:
 		return resp
-	}
-	if sent == 0 { // the context ended first, or the Throttle rejected every attempt
+	case sent == 0: // the context ended first, or the Throttle rejected every attempt
 		return valkey.NewErrorResult(err)
 	}
 	if _, ok := valkey.IsValkeyErr(resp.Error()); ok {
@@ -281,8 +302,9 @@ func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx conte
 		return resp
 	}
 	var re *retry.Error
-	if errors.As(err, &re) && re.Attempts == 1 && re.Reason == retry.ReasonPermanent {
-		return valkey.NewErrorResult(errors.Unwrap(re.Err))
+	if last != nil && errors.As(err, &re) && re.Attempts == 1 {
+		// One send: its own failure, without the loop's wrapping.
+		return valkey.NewErrorResult(last)
 	}
 	return valkey.NewErrorResult(err)
 }
@@ -355,14 +377,20 @@ func (k *kept) keyIndex() (int, bool) {
 }
 
 // build makes the command again from its words, with b (the client's
-// builder), blocking if it was, routed to the same slot, and not
-// retryable: valkey-go's loop does not repeat it. It must be resendable.
+// builder), blocking and unblocked on cancel if it was, routed to the same
+// slot, and not retryable: valkey-go's loop does not repeat it, so this
+// client's loop counts every resend. Not being read-only either, a resend
+// goes to a cluster's primary even when ClientOption.SendToReplicas would
+// have sent the command to a replica. It must be resendable.
 func (k *kept) build(b valkey.Builder) valkey.Completed {
 	var c valkey.Completed
 	if k.cmd.IsBlock() {
 		c = b.Arbitrary(k.words...).Blocking()
 	} else {
 		c = b.Arbitrary(k.words...).Build()
+	}
+	if k.cmd.IsUnblockOnCancel() {
+		c = c.UnblockOnCancel()
 	}
 	if i, _ := k.keyIndex(); i > 0 {
 		c = c.SetSlot(k.words[i])
@@ -374,11 +402,13 @@ func (k *kept) build(b valkey.Builder) valkey.Completed {
 // repeated by valkey-go's loop, as a whole, only when every command in it
 // (MULTI and EXEC aside) is safe to repeat; DoMulti then marks the
 // commands in multi ToRetryable (it sets that flag in the caller's slice).
-// In a pipeline without MULTI, the commands the server refused (BUSY,
-// READONLY, ...) or that were not sent are sent again, as a smaller
-// pipeline, as the policy says; a command whose reply was lost is among
-// them only when every command is safe. A MULTI ... EXEC block is sent
-// again only by valkey-go's loop.
+// In a pipeline without MULTI whose failed commands form its tail (every
+// command from the first failure on failed: a connection lost, a server
+// refusing), that tail is sent again, in order, as a smaller pipeline, as
+// the policy says, when each of its commands was refused, was not sent, or
+// lost its reply and all are safe. A failure followed by a success is not
+// sent again: it would run after a command meant to run after it. A
+// MULTI ... EXEC block is sent again only by valkey-go's loop.
 func (c *client) DoMulti(ctx context.Context, multi ...valkey.Completed) []valkey.ValkeyResult {
 	if len(multi) == 0 {
 		return c.Client.DoMulti(ctx, multi...)
@@ -410,41 +440,44 @@ func (c *client) DoMulti(ctx context.Context, multi ...valkey.Completed) []valke
 		}
 	}()
 	var (
-		resps   []valkey.ValkeyResult
-		pending []int // indices of the commands to send again
-		sent    int
+		resps []valkey.ValkeyResult
+		from  int // the tail from here on is sent again
+		sent  int // sends of the pipeline (or of its tail)
 	)
-	err := retry.Do(ctx, c.r.p, func(ctx context.Context) error {
+	deadline := c.deadline()
+	err := retry.Do(ctx, c.loop, func(ctx context.Context) error {
 		sent++
+		ctx, cancel := bounded(ctx, deadline)
 		if sent == 1 {
-			ctx2, cancel := c.withElapsed(ctx)
-			resps = c.Client.DoMulti(ctx2, multi...)
-			if cancel != nil {
-				cancel()
-			}
-			for i := range resps {
-				pending = append(pending, i)
-			}
+			resps = c.Client.DoMulti(ctx, multi...)
 		} else {
-			again := make([]valkey.Completed, len(pending))
-			for j, i := range pending {
-				again[j] = ks[i].build(c.Client.B())
+			again := make([]valkey.Completed, 0, len(ks)-from)
+			for _, k := range ks[from:] {
+				again = append(again, k.build(c.Client.B()))
 			}
-			for j, r := range c.Client.DoMulti(ctx, again...) {
-				resps[pending[j]] = r
-			}
+			copy(resps[from:], c.Client.DoMulti(ctx, again...))
 		}
-		var failed error // the first error that ends this call
-		next := pending[:0]
-		for _, i := range pending {
+		if cancel != nil {
+			cancel()
+		}
+		first := -1 // the first command of this send that failed
+		resend := !tx
+		for i := from; i < len(resps); i++ {
 			err := resps[i].Error()
 			if err == nil || valkey.IsValkeyNil(err) {
+				if first >= 0 {
+					resend = false // a failure followed by a success
+				}
 				continue
 			}
-			inner := sent == 1 && all
-			o := classify(err)
-			resend := !tx && ks[i].resendable()
-			switch o {
+			if first < 0 {
+				first = i
+			}
+			// valkey-go's loop already repeated, as the policy says, a whole
+			// pipeline of retryable commands, and in a cluster each
+			// retryable command on its own.
+			inner := sent == 1 && (all || (c.cluster && ks[i].cmd.IsRetryable()))
+			switch classify(err) {
 			case outcomeRefused:
 				resend = resend && !(inner && c.innerRetries(err))
 			case outcomeNotSent:
@@ -454,20 +487,17 @@ func (c *client) DoMulti(ctx context.Context, multi ...valkey.Completed) []valke
 			default:
 				resend = false
 			}
-			if resend {
-				next = append(next, i)
-			} else if failed == nil {
-				failed = err
-			}
+			resend = resend && ks[i].resendable()
 		}
-		pending = next
+		// The commands before from all succeeded, so the tail decides.
 		switch {
-		case len(pending) > 0:
-			return resps[pending[0]].Error()
-		case failed != nil:
-			return retry.Permanent(failed)
+		case first < 0:
+			return nil
+		case resend:
+			from = first
+			return resps[first].Error()
 		}
-		return nil
+		return retry.Permanent(resps[first].Error())
 	})
 	if sent == 0 { // the context ended first, or the Throttle rejected every attempt
 		out := make([]valkey.ValkeyResult, len(multi))
@@ -483,9 +513,6 @@ func (c *client) DoMulti(ctx context.Context, multi ...valkey.Completed) []valke
 }
 
 func txWord(cmd *valkey.Completed) bool {
-	switch name(cmd) {
-	case "MULTI", "EXEC", "multi", "exec":
-		return true
-	}
-	return false
+	n := name(cmd)
+	return strings.EqualFold(n, "MULTI") || strings.EqualFold(n, "EXEC")
 }

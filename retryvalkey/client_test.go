@@ -2,8 +2,10 @@ package retryvalkey_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"maps"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -503,6 +505,22 @@ func TestRefusalsResent(t *testing.T) {
 		}
 	})
 
+	t.Run("pipeline, a success after a refusal", func(t *testing.T) {
+		promote := replicaOfNothing(t, srv, true)
+		r := c.DoMulti(ctx, c.B().Incr().Key("x").Build(), c.B().Get().Key("k").Build())
+		promote()
+		// Sent again, the INCR would run after the GET meant to follow it.
+		if err := r[0].Error(); err == nil || !strings.HasPrefix(err.Error(), "READONLY") {
+			t.Fatalf("INCR refused before a GET that succeeded: %v; want the READONLY reply, not sent again", err)
+		}
+		if v, err := r[1].ToString(); err != nil || v != "v" {
+			t.Fatalf("GET: %q, %v", v, err)
+		}
+		if v, _ := srv.Do("GET", "x"); v != "" {
+			t.Fatalf("x = %q; want unset", v)
+		}
+	})
+
 	t.Run("BUSY", func(t *testing.T) {
 		if _, err := srv.Do("CONFIG", "SET", "busy-reply-threshold", "20"); err != nil {
 			t.Fatal(err)
@@ -552,4 +570,50 @@ func TestRefusalsResent(t *testing.T) {
 			t.Fatalf("events %v, done %+v; want 3 attempts, 2 retries, given up after 3 attempts", kinds, done)
 		}
 	})
+}
+
+// TestDialTimeoutRetried: a dial that times out sent nothing, so even INCR
+// is sent again; the timeout is not taken for the end of the caller's
+// context. One that keeps timing out ends with ErrNotSent.
+func TestDialTimeoutRetried(t *testing.T) {
+	srv := redistest.Start(t)
+	var fail atomic.Int32 // while above zero, each dial spends one on a real timeout
+	opt := option(srv.Addr())
+	opt.DialCtxFn = func(ctx context.Context, dst string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+		if fail.Add(-1) >= 0 {
+			return (&net.Dialer{Timeout: time.Nanosecond}).DialContext(ctx, "tcp", dst)
+		}
+		return d.DialContext(ctx, "tcp", dst)
+	}
+	c, err := retryvalkey.NewClient(opt, retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	// Break the connection, and let valkey-go notice while every dial
+	// times out.
+	fail.Store(1 << 20)
+	if _, err := srv.Do("CLIENT", "KILL", "TYPE", "normal"); err != nil {
+		t.Fatal(err)
+	}
+	notice(c)
+
+	fail.Store(2)
+	if n, err := c.Do(ctx, c.B().Incr().Key("k").Build()).AsInt64(); err != nil || n != 1 {
+		t.Fatalf("INCR after two dial timeouts: %d, %v; want 1", n, err)
+	}
+	if n, _ := srv.CommandCalls("incr"); n != 1 {
+		t.Fatalf("server ran INCR %d times; want 1", n)
+	}
+	if _, err := srv.Do("CLIENT", "KILL", "TYPE", "normal"); err != nil {
+		t.Fatal(err)
+	}
+	fail.Store(1 << 20)
+	notice(c)
+	err = c.Do(ctx, c.B().Incr().Key("k").Build()).Error()
+	var re *retry.Error
+	if !errors.Is(err, retryvalkey.ErrNotSent) || !errors.As(err, &re) || re.Attempts != 3 {
+		t.Fatalf("INCR with every dial timing out: %v; want ErrNotSent after 3 attempts", err)
+	}
 }

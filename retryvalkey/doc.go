@@ -14,12 +14,14 @@
 //     DecorrelatedJitter, since valkey-go does not pass the previous wait);
 //   - the loop stops at p.MaxAttempts, when p.Retryable rejects the error,
 //     when p.Budget refuses a retry, or when p.Throttle rejects the next
-//     attempt (valkey-go cannot skip one attempt, so a rejection ends the
-//     call with its last error; a first attempt the Throttle rejects is not
-//     sent and fails with retry.ErrThrottled);
-//   - p.MaxElapsed becomes a deadline on the call's context, which
+//     attempt (valkey-go cannot skip one attempt, so a rejection ends its
+//     loop with the last error). In a pipeline, valkey-go asks RetryDelay
+//     once per failed command until one answer lets it go on, so a Budget
+//     or Throttle that refuses may be asked again within the same round:
+//     pipelines are throttled less strictly than single commands;
+//   - p.MaxElapsed becomes a deadline on the context of every send, which
 //     valkey-go honours by starting no wait that would pass it (unlike
-//     retry.Do, it also bounds the attempt in flight);
+//     retry.Do, it also bounds the send in flight);
 //   - p.AttemptTimeout is refused: valkey-go runs every attempt with the
 //     call's context.
 //
@@ -37,7 +39,11 @@
 // every command in it (MULTI and EXEC aside) is.
 //
 // Every call runs through retry.Do with p (its Budget, Throttle and
-// Observer included). Its first send goes through valkey-go's loop; after
+// Observer included; an attempt the Throttle rejects is not sent, and the
+// loop waits and tries again as retry.Do does; a dial or read timeout,
+// which the net package reports as matching context.DeadlineExceeded, is
+// an ordinary failure, not the end of the call's context). Its first send
+// goes through valkey-go's loop; after
 // that, the call sends the command again, rebuilt from its words (valkey-go
 // recycles a command once the server answered it, so the client keeps
 // the words before sending), when:
@@ -54,10 +60,15 @@
 // whose first send lost replies and was then refused may make up to
 // MaxAttempts-1 sends more than MaxAttempts. The Budget, Throttle and
 // MaxElapsed bound every send. A resend of DoCache goes through Do: the
-// server answers it, not the client-side cache. In a pipeline without
-// MULTI, DoMulti sends again only the commands refused or not sent (and
-// those whose reply was lost, when all are safe); a MULTI ... EXEC block is
-// sent again only by valkey-go's loop.
+// server answers it, not the client-side cache. A resend is not read-only
+// either: in a cluster it goes to the primary even when
+// ClientOption.SendToReplicas would have chosen a replica. In a pipeline
+// without MULTI, DoMulti sends again the failed tail of the pipeline (every
+// command from the first failure on failed), in order, when each command
+// in it was refused or not sent (or lost its reply and all are safe); a
+// failure followed by a success is not sent again, since it would then run
+// after a command meant to run after it. A MULTI ... EXEC block is sent
+// again only by valkey-go's loop.
 //
 // valkey-go writes commands from a background goroutine, several at a time,
 // so a failed write may follow another command's successful one: after a
