@@ -12,9 +12,12 @@
 //
 //	status 408, 429, 500, 502, 503, 504, 5xx ... retried (RetryStatus changes the set)
 //	status 501, 505, 511 and all other 4xx       returned at once: waiting cannot heal them
-//	dial failure, connection refused or reset,
-//	EOF before a response, attempt timeout,
-//	HTTP/2 GOAWAY                                retried
+//	dial failure or timeout, connection refused
+//	or reset, EOF before a response, attempt
+//	timeout, timeout awaiting headers, HTTP/2
+//	GOAWAY                                       retried (a timeout also when net or
+//	                                              net/http reports it as matching
+//	                                              context.DeadlineExceeded)
 //	bad URL, unsupported scheme, TLS certificate
 //	errors, the caller's context ending          returned at once
 //	GET HEAD OPTIONS TRACE PUT DELETE             retried

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -619,5 +620,57 @@ func TestInvalidPolicySendsNothing(t *testing.T) {
 	req, _ := http.NewRequest("GET", "http://127.0.0.1/x", nil)
 	if resp, err := tr.RoundTrip(req); err != nil || resp.StatusCode != 200 || n.Load() != 1 {
 		t.Fatalf("valid policy: err %v after %d sends", err, n.Load())
+	}
+}
+
+// A dial that times out sent nothing, and a response that took longer than
+// the base's ResponseHeaderTimeout is a transient failure of an idempotent
+// request: both are retried, though net and net/http report them as
+// matching context.DeadlineExceeded, which retry.Do alone takes for the end
+// of a context.
+func TestTimeoutsMatchingContextRetried(t *testing.T) {
+	_, dialErr := (&net.Dialer{Timeout: time.Nanosecond}).Dial("tcp", "127.0.0.1:1")
+	if !errors.Is(dialErr, context.DeadlineExceeded) {
+		t.Skipf("this platform's dial timeout (%v) does not match context.DeadlineExceeded", dialErr)
+	}
+	for _, method := range []string{"GET", "POST"} {
+		n := 0
+		tr := &retryhttp.Transport{
+			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if n++; n < 3 {
+					return nil, &url.Error{Op: r.Method, URL: r.URL.String(), Err: dialErr}
+				}
+				return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+			}),
+			Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: 5},
+		}
+		req, _ := http.NewRequest(method, "http://127.0.0.1/", strings.NewReader("x"))
+		resp, err := tr.RoundTrip(req)
+		if err != nil || n != 3 {
+			t.Fatalf("%s after two dial timeouts: %v after %d attempts; want success at attempt 3", method, err, n)
+		}
+		resp.Body.Close()
+	}
+
+	var calls atomic.Int32
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			<-release // the first answer comes too late
+		}
+		w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	defer close(release)
+	base := &http.Transport{ResponseHeaderTimeout: 50 * time.Millisecond}
+	defer base.CloseIdleConnections()
+	c := &http.Client{Transport: &retryhttp.Transport{Base: base, Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: 3}}}
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatalf("GET whose first answer outlasted ResponseHeaderTimeout: %v", err)
+	}
+	resp.Body.Close()
+	if got := calls.Load(); got != 2 {
+		t.Fatalf("server saw %d calls; want 2", got)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/retrykit/retry"
 
-	"github.com/retrykit/retry/internal/rediscmd"
+	"github.com/retrykit/retry/internal/loop"
 )
 
 // Option configures Instrument.
@@ -73,7 +73,7 @@ func Instrument(ctx context.Context, c *redis.Client, p retry.Policy, opts ...Op
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	h := &hook{policy: rediscmd.LoopPolicy(p)}
+	h := &hook{policy: loop.Policy(p)}
 	if len(cfg.idempotent) > 0 {
 		h.table.extra = make(map[string]bool, len(cfg.idempotent))
 		for _, n := range cfg.idempotent {

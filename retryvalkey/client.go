@@ -11,7 +11,7 @@ import (
 	"github.com/retrykit/retry"
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/retrykit/retry/internal/rediscmd"
+	"github.com/retrykit/retry/internal/loop"
 )
 
 // NewClient returns a valkey-go client, built from opt, whose one retry
@@ -57,7 +57,7 @@ func NewClient(opt valkey.ClientOption, p retry.Policy) (valkey.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &client{Client: c, r: r, loop: rediscmd.LoopPolicy(p), cluster: c.Mode() == valkey.ClientModeCluster}, nil
+	return &client{Client: c, r: r, loop: loop.Policy(p), cluster: c.Mode() == valkey.ClientModeCluster}, nil
 }
 
 // retryer is valkey-go's RetryDelay built from a Policy. valkey-go calls it
@@ -136,7 +136,7 @@ func (r *retryer) delay(attempts int, cmd valkey.Completed, err error) time.Dura
 type client struct {
 	valkey.Client
 	r       *retryer
-	loop    retry.Policy // the policy of the client's own retry.Do (rediscmd.LoopPolicy)
+	loop    retry.Policy // the policy of the client's own retry.Do (loop.Policy)
 	cluster bool         // valkey-go's cluster loop also repeats TRYAGAIN and CLUSTERDOWN
 }
 

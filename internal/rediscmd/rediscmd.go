@@ -5,11 +5,7 @@
 // accessor for their arguments.
 package rediscmd
 
-import (
-	"strings"
-
-	"github.com/retrykit/retry"
-)
+import "strings"
 
 // Refusal reports whether a server error reply means that the server did
 // not run the command and may run it later: a dataset still loading
@@ -113,16 +109,3 @@ func (s Strings) Len() int { return len(s) }
 
 // Arg returns s[i], true.
 func (s Strings) Arg(i int) (string, bool) { return s[i], true }
-
-// LoopPolicy returns p as a client module's own retry.Do loop needs it.
-// Such a loop marks with retry.Permanent what must not be sent again, so
-// every other error of an attempt is retryable, p.Retryable permitting:
-// even one that matches context.DeadlineExceeded while the caller's
-// context is alive (a dial or read timeout of that attempt, which the
-// net package reports so), which retry.Do would otherwise take for the
-// end of a context of the operation's own and not retry.
-func LoopPolicy(p retry.Policy) retry.Policy {
-	user := p.Retryable
-	p.Retryable = func(err error) bool { return user == nil || user(err) }
-	return p
-}

@@ -1,13 +1,8 @@
 package rediscmd
 
 import (
-	"context"
-	"errors"
-	"github.com/retrykit/retry"
-	"net"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestIdempotentWrite(t *testing.T) {
@@ -50,31 +45,5 @@ func TestRefusal(t *testing.T) {
 	}
 	if !Harmless("ping") || Harmless("FLUSHALL") {
 		t.Error("Harmless")
-	}
-}
-
-// TestLoopPolicy: a dial timeout matches context.DeadlineExceeded, which
-// retry.Do alone takes for the end of a context and does not retry;
-// through LoopPolicy it is retried, as the caller's Retryable allows.
-func TestLoopPolicy(t *testing.T) {
-	_, dialErr := (&net.Dialer{Timeout: time.Nanosecond}).Dial("tcp", "127.0.0.1:1")
-	if !errors.Is(dialErr, context.DeadlineExceeded) {
-		t.Skipf("this platform's dial timeout (%v) does not match context.DeadlineExceeded", dialErr)
-	}
-	attempts := func(p retry.Policy) int {
-		n := 0
-		retry.Do(context.Background(), p, func(context.Context) error { n++; return dialErr })
-		return n
-	}
-	p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 3}
-	if n := attempts(p); n != 1 {
-		t.Fatalf("plain policy: %d attempts; want 1 (why LoopPolicy exists)", n)
-	}
-	if n := attempts(LoopPolicy(p)); n != 3 {
-		t.Fatalf("LoopPolicy: %d attempts; want 3", n)
-	}
-	p.Retryable = func(error) bool { return false }
-	if n := attempts(LoopPolicy(p)); n != 1 {
-		t.Fatalf("LoopPolicy with a Retryable that refuses: %d attempts; want 1", n)
 	}
 }
