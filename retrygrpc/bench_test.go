@@ -40,9 +40,9 @@ func BenchmarkUnary(b *testing.B) {
 
 // BenchmarkUnaryPaired measures what the interceptor (DialOptions with the
 // zero Policy) adds to a successful unary call over loopback, as a share
-// of the call, with internal/paired: each of b.N rounds runs blocks of 50
+// of the call, with internal/paired: each of b.N rounds runs blocks of 100
 // calls on a bare connection and on one with the interceptor, interleaved
-// (ABBA), so that the machine's drift, far larger than the difference
+// (ABBA BAAB), so that the machine's drift, far larger than the difference
 // here, hits both alike:
 //
 //	cd retrygrpc && go test -run '^$' -bench UnaryPaired -benchtime 400x -v .
@@ -58,5 +58,5 @@ func BenchmarkUnaryPaired(b *testing.B) {
 			}
 		}
 	}
-	paired.Measure(max(b.N, 10), 200, call(bare), call(intercepted)).Report(b)
+	paired.Measure(max(b.N, 10), 100, call(bare), call(intercepted)).Report(b)
 }

@@ -84,7 +84,7 @@ func BenchmarkPipeline(b *testing.B) {
 // BenchmarkGetPaired measures what the hook adds to a successful GET
 // against a local redis-server, as a share of the call, with
 // internal/paired: each of b.N rounds runs blocks of 50 GETs on the bare
-// client and on the instrumented one, interleaved (ABBA), so that the
+// client and on the instrumented one, interleaved (ABBA BAAB), so that the
 // machine's drift, far larger than the difference here, hits both alike:
 //
 //	cd retryredis && RETRYKIT_REQUIRE_REDIS=1 go test -run '^$' -bench GetPaired -benchtime 400x -v .

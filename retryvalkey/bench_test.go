@@ -113,7 +113,7 @@ func BenchmarkIncr(b *testing.B) {
 // BenchmarkGetPaired measures what NewClient adds to a successful GET
 // against a local redis-server, as a share of the call, with
 // internal/paired: each of b.N rounds runs blocks of 50 GETs on the bare
-// client and on the wrapped one, interleaved (ABBA), so that the machine's
+// client and on the wrapped one, interleaved (ABBA BAAB), so that the machine's
 // drift, far larger than the difference here, hits both alike:
 //
 //	cd retryvalkey && RETRYKIT_REQUIRE_REDIS=1 go test -run '^$' -bench GetPaired -benchtime 400x -v .

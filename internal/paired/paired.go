@@ -2,11 +2,11 @@
 // noisy machine, for benchmarks whose difference is far smaller than the
 // machine's drift (a hook of 100 ns on a 50 µs round trip, on shared
 // cores). Run separately, as go test -count runs them, the two would meet
-// different moments of the machine; here each round runs a block of base
-// calls, two of variant calls, and one of base calls again (ABBA), so that
-// a slow moment slows both alike and a steady drift cancels exactly, and
-// the result is the median of the per-round ratios with a
-// distribution-free 95 % confidence interval. Standard library only.
+// different moments of the machine; here each round runs blocks of base
+// and variant calls in the pattern ABBA BAAB, so that a slow moment slows
+// both alike, a steady drift cancels exactly, and neither gains from its
+// place in the round, and the result is the median of the per-round ratios
+// with a distribution-free 95 % confidence interval. Standard library only.
 package paired
 
 import (
@@ -25,7 +25,7 @@ type Result struct {
 	// rounds.
 	Base, Variant time.Duration
 	// Ratio is the median over the rounds of variant time / base time (the
-	// two blocks of each in the round); Lo
+	// four blocks of each in the round); Lo
 	// and Hi bound a 95 % confidence interval of that median (the order
 	// statistics around the middle rank that cover it with probability at
 	// least 0.95, whatever the distribution of the ratios).
@@ -44,13 +44,21 @@ func (r Result) String() string {
 		r.Ratio, pct, lo, hi, r.Base, r.Variant, r.Rounds, r.Block)
 }
 
-// Measure runs rounds rounds of four blocks of block calls each (base,
-// variant, variant, base), and compares base and variant. rounds must be at least 10 and
+// Measure runs rounds rounds of eight blocks of block calls each (base,
+// variant, variant, base, variant, base, base, variant), and compares base
+// and variant. rounds must be at least 10 and
 // block at least 1.
 func Measure(rounds, block int, base, variant func()) Result {
 	start := time.Now()
 	return measure(rounds, block, base, variant, func() time.Duration { return time.Since(start) })
 }
+
+// order is the blocks of one round, true for variant: ABBA then BAAB, so
+// that each side runs once in every position of the pattern (a machine
+// that is slower for the second of two blocks in a row, or in the middle
+// of a round, slows both alike) and the mean position of each is the same
+// (a steady drift cancels).
+var order = [8]bool{false, true, true, false, true, false, false, true}
 
 func measure(rounds, block int, base, variant func(), now func() time.Duration) Result {
 	if rounds < 10 || block < 1 {
@@ -67,12 +75,16 @@ func measure(rounds, block int, base, variant func(), now func() time.Duration) 
 	tb := make([]time.Duration, rounds)
 	tv := make([]time.Duration, rounds)
 	for i := range rounds {
-		b1 := run(base)
-		v1 := run(variant)
-		v2 := run(variant)
-		b2 := run(base)
-		tb[i], tv[i] = (b1+b2)/2, (v1+v2)/2
-		ratios[i] = float64(v1+v2) / float64(max(b1+b2, 1))
+		var sb, sv time.Duration
+		for _, f := range order {
+			if f {
+				sv += run(variant)
+			} else {
+				sb += run(base)
+			}
+		}
+		tb[i], tv[i] = sb/4, sv/4
+		ratios[i] = float64(sv) / float64(max(sb, 1))
 	}
 	slices.Sort(ratios)
 	slices.Sort(tb)

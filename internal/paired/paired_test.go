@@ -19,16 +19,16 @@ func (c *fakeClock) now() time.Duration { return c.t }
 func TestRatioCancelsDrift(t *testing.T) {
 	var c fakeClock
 	calls := 0
-	speed := func() time.Duration { // slower and slower, and jittered per round of 4 blocks of 5
+	speed := func() time.Duration { // slower and slower, and jittered per round of 8 blocks of 5
 		calls++
-		return time.Duration(100 + calls + 1000*(((calls-1)/20)%3))
+		return time.Duration(100 + calls + 1000*(((calls-1)/40)%3))
 	}
 	var order []byte
 	base := func() { c.t += 100 * speed(); order = append(order, 'b') }
 	variant := func() { c.t += 102 * speed(); order = append(order, 'v') }
 	r := measure(100, 5, base, variant, c.now)
-	if !strings.HasPrefix(string(order), "bbbbbvvvvvvvvvvbbbbbbbbbb") {
-		t.Fatalf("order %.25s; want ABBA blocks", order)
+	if !strings.HasPrefix(string(order), "bbbbbvvvvvvvvvvbbbbbvvvvvbbbbbbbbbbvvvvvbbbbb") {
+		t.Fatalf("order %.45s; want ABBA BAAB blocks", order)
 	}
 	if math.Abs(r.Ratio-1.02) > 1e-9 || math.Abs(r.Lo-1.02) > 1e-9 || math.Abs(r.Hi-1.02) > 1e-9 {
 		t.Fatalf("ratio %v [%v, %v]; want exactly 1.02", r.Ratio, r.Lo, r.Hi)
