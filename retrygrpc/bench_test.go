@@ -58,5 +58,9 @@ func BenchmarkUnaryPaired(b *testing.B) {
 			}
 		}
 	}
-	paired.Measure(max(b.N, 10), 100, call(bare), call(intercepted)).Report(b)
+	b.Run("vs=bare", func(b *testing.B) { paired.Measure(max(b.N, 10), 100, call(bare), call(intercepted)).Report(b) })
+	// The control: a second bare connection against the first, which shows
+	// the method's own error (the ratio should be 1).
+	again := serve(b, s)
+	b.Run("vs=bare-again", func(b *testing.B) { paired.Measure(max(b.N, 10), 100, call(bare), call(again)).Report(b) })
 }

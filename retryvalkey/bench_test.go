@@ -140,5 +140,13 @@ func BenchmarkGetPaired(b *testing.B) {
 			}
 		}
 	}
-	paired.Measure(max(b.N, 10), 50, get(bare), get(wrapped)).Report(b)
+	b.Run("vs=bare", func(b *testing.B) { paired.Measure(max(b.N, 10), 50, get(bare), get(wrapped)).Report(b) })
+	// The control: a second bare client against the first, which shows the
+	// method's own error (the ratio should be 1).
+	again, err := valkey.NewClient(option(srv.Addr()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer again.Close()
+	b.Run("vs=bare-again", func(b *testing.B) { paired.Measure(max(b.N, 10), 50, get(bare), get(again)).Report(b) })
 }
