@@ -117,8 +117,18 @@ func BenchmarkGRPCUnaryRetry2(b *testing.B) { benchUnary(b, 3) }
 // calls the invoker directly. What grpc-go itself does with the extra call
 // option (retrygrpc asks for the trailer) is not included here: see
 // BenchmarkGRPCUnary for whole calls.
-func BenchmarkGRPCInterceptor(b *testing.B) {
-	invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+func BenchmarkGRPCInterceptor(b *testing.B) { benchInterceptor(b, 1) }
+
+// BenchmarkGRPCInterceptorRetry2: as BenchmarkGRPCInterceptor, with an
+// invoker that fails UNAVAILABLE twice, then succeeds: the retry path of
+// each interceptor (zero waits), without the network. lib=grpc does not
+// retry and is left out.
+func BenchmarkGRPCInterceptorRetry2(b *testing.B) { benchInterceptor(b, 3) }
+
+// benchInterceptor runs each interceptor around an in-memory invoker whose
+// every failEvery-th call succeeds and others fail UNAVAILABLE.
+func benchInterceptor(b *testing.B, failEvery int) {
+	unavailable := status.Error(codes.Unavailable, "scripted")
 	noWait := grpcretry.WithBackoff(func(context.Context, uint) time.Duration { return 0 })
 	for _, lib := range []struct {
 		name string
@@ -127,10 +137,20 @@ func BenchmarkGRPCInterceptor(b *testing.B) {
 		{"grpc", func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}},
-		{"retrykit", retrygrpc.UnaryClientInterceptor(retry.Policy{MaxAttempts: 4})},
+		{"retrykit", retrygrpc.UnaryClientInterceptor(retry.Policy{Initial: retry.Immediate, MaxAttempts: 4})},
 		{"middleware", grpcretry.UnaryClientInterceptor(grpcretry.WithMax(4), noWait)},
 	} {
+		if failEvery > 1 && lib.name == "grpc" {
+			continue
+		}
 		b.Run("lib="+lib.name, func(b *testing.B) {
+			n := 0
+			invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+				if n++; n%failEvery != 0 {
+					return unavailable
+				}
+				return nil
+			}
 			ctx := context.Background()
 			in, out := wrapperspb.String("hello"), new(wrapperspb.StringValue)
 			b.ReportAllocs()
