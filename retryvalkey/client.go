@@ -24,10 +24,10 @@ import (
 //   - the idempotent writes listed in the package documentation, and every
 //     command sent with a context from MarkSafe, are marked ToRetryable so
 //     that valkey-go's loop may repeat them too;
-//   - every call runs through retry.Do with p, which sends a command
-//     again, rebuilt from its words, when the server refused it without
-//     running it (BUSY, READONLY, MASTERDOWN, ...; any command) or when it
-//     was not sent (a dial error);
+//   - every Do, DoCache and DoMulti call runs through retry.Do with p,
+//     which sends a command again, rebuilt from its words, when the server
+//     refused it without running it (BUSY, READONLY, MASTERDOWN, ...; any
+//     command) or when it was not sent (a dial error);
 //   - a command that failed without a reply comes back with an error
 //     matching ErrNotSent or ErrMaybeApplied.
 //

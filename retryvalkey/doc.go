@@ -38,19 +38,22 @@
 // with a context from [MarkSafe]. DoMulti is repeated as a whole only when
 // every command in it (MULTI and EXEC aside) is.
 //
-// Every call runs through retry.Do with p (its Budget, Throttle and
-// Observer included; an attempt the Throttle rejects is not sent, and the
-// loop waits and tries again as retry.Do does; a dial or read timeout,
-// which the net package reports as matching context.DeadlineExceeded, is
-// an ordinary failure, not the end of the call's context). Its first send
-// goes through valkey-go's loop; after
+// Every Do, DoCache and DoMulti call runs through retry.Do with p, its
+// Budget, Throttle and Observer included: an attempt the Throttle rejects
+// is not sent, and the loop waits and tries again as retry.Do does; a dial
+// or read timeout, which the net package reports as matching
+// context.DeadlineExceeded, is an ordinary failure, not the end of the
+// call's context. (DoMultiCache, DoStream, DoMultiStream, Receive and
+// dedicated clients reach valkey-go's own loop only, driven by
+// RetryDelay.) A call's first send goes through valkey-go's loop; after
 // that, the call sends the command again, rebuilt from its words (valkey-go
 // recycles a command once the server answered it, so the client keeps
 // the words before sending), when:
 //   - the server refused it without running it: BUSY, TRYAGAIN,
 //     CLUSTERDOWN, MASTERDOWN, READONLY, NOREPLICAS or "max number of
 //     clients", for any command, INCR included (LOADING, and in a cluster
-//     TRYAGAIN and CLUSTERDOWN, valkey-go's loop repeats by itself);
+//     TRYAGAIN and CLUSTERDOWN, valkey-go's loop repeats by itself when the
+//     command is retryable there; otherwise this client sends it again);
 //   - it was not sent: its connection could not be dialled;
 //   - its reply was lost on a resend and it is safe to repeat.
 //
@@ -79,8 +82,9 @@
 // never repeated. Replies come back as valkey-go returns them
 // (*valkey.ValkeyError, the last one when a refusal outlasted the policy);
 // a failure without a reply comes back as a [*CommandError] matching
-// [ErrNotSent] or [ErrMaybeApplied] (inside the *retry.Error of the loop
-// when it made more than one send).
+// [ErrNotSent] or [ErrMaybeApplied] (from Do and DoCache inside the
+// *retry.Error of the loop when it made more than one send; DoMulti
+// returns each command's own *CommandError).
 //
 // # Observing
 //
