@@ -34,12 +34,12 @@ func BenchmarkGet(b *testing.B) {
 		}
 	}
 	b.Run("impl=bare", func(b *testing.B) {
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1})
 		defer c.Close()
 		run(b, c)
 	})
 	b.Run("impl=retryredis", func(b *testing.B) {
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1})
 		defer c.Close()
 		if err := retryredis.Instrument(ctx, c, retry.Policy{}); err != nil {
 			b.Fatal(err)
@@ -67,12 +67,12 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 	}
 	b.Run("impl=bare", func(b *testing.B) {
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1})
 		defer c.Close()
 		run(b, c)
 	})
 	b.Run("impl=retryredis", func(b *testing.B) {
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1})
 		defer c.Close()
 		if err := retryredis.Instrument(ctx, c, retry.Policy{}); err != nil {
 			b.Fatal(err)
@@ -91,9 +91,9 @@ func BenchmarkPipeline(b *testing.B) {
 func BenchmarkGetPaired(b *testing.B) {
 	srv := redistest.Start(b)
 	ctx := context.Background()
-	bare := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	bare := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1})
 	defer bare.Close()
-	hooked := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	hooked := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1})
 	defer hooked.Close()
 	if err := retryredis.Instrument(ctx, hooked, retry.Policy{}); err != nil {
 		b.Fatal(err)
@@ -111,7 +111,7 @@ func BenchmarkGetPaired(b *testing.B) {
 	b.Run("vs=bare", func(b *testing.B) { paired.Measure(max(b.N, 10), 50, get(bare), get(hooked)).Report(b) })
 	// The control: a second bare client against the first, which shows the
 	// method's own error (the ratio should be 1).
-	again := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	again := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1})
 	defer again.Close()
 	b.Run("vs=bare-again", func(b *testing.B) { paired.Measure(max(b.N, 10), 50, get(bare), get(again)).Report(b) })
 }

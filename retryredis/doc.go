@@ -11,8 +11,8 @@
 // at 1,288 (see the README).
 //
 // [Instrument] replaces that layer with a [retry.Policy]: it refuses a
-// client whose MaxRetries is not -1 (two layers would multiply attempts)
-// and adds a hook that runs every command, pipeline and MULTI/EXEC
+// client whose MaxRetries is not -1 or whose DialerRetries is not 1 (two
+// layers would multiply attempts, and dials) and adds a hook that runs every command, pipeline and MULTI/EXEC
 // transaction through retry.Do, so the policy's waits, MaxAttempts,
 // MaxElapsed, AttemptTimeout, Budget, Throttle, Observer and Logger apply
 // as they do to any retry.Do call.
@@ -70,8 +70,9 @@
 // Nothing is added to the commands: the server sees the same commands as
 // from the bare client, and a retry is a new send of the same command. With
 // MaxRetries -1 go-redis makes one attempt per call, so every attempt the
-// server sees is one the policy allowed. Dial retries inside one attempt
-// (Options.DialerRetries) stay: a failed dial sends nothing. In a
+// server sees is one the policy allowed; with DialerRetries 1 it dials once
+// per attempt that needs a connection, so a server that is down sees the
+// dials the policy allowed, not five times as many. In a
 // transaction started with Client.Watch, go-redis keeps the one connection
 // that holds the WATCH and never replaces it, so once that connection is
 // broken the retries fail at once without sending anything (a WATCH is

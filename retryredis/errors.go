@@ -22,8 +22,9 @@ var (
 	ErrMaybeApplied = errors.New("retryredis: command may have been applied")
 
 	// ErrClientRetries is wrapped by the error of Instrument for a client
-	// whose own retry loop is on (Options.MaxRetries other than -1): two
-	// retry layers would multiply the attempts.
+	// whose own retry loops are on (Options.MaxRetries other than -1, or
+	// Options.DialerRetries other than 1): two retry layers would multiply
+	// the attempts.
 	ErrClientRetries = errors.New("retryredis: the client retries by itself")
 )
 

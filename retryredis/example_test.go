@@ -13,7 +13,7 @@ import (
 )
 
 // Instrument refuses a client that retries by itself; with MaxRetries -1
-// retrykit becomes its one retry layer. (The address is a closed port, so
+// and DialerRetries 1 retrykit becomes its one retry layer. (The address is a closed port, so
 // the server's command table cannot be read and the built-in one is used.)
 func ExampleInstrument() {
 	ctx := context.Background()

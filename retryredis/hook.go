@@ -44,15 +44,15 @@ var instrumented sync.Map // weak.Pointer[redis.Client] -> struct{}
 // describes, with p's waits and stop rules, Budget, Throttle and Observer.
 //
 // It refuses, with an error wrapping ErrClientRetries, a client whose own
-// retry loop is on: set Options.MaxRetries to -1 (go-redis's default of 0
-// means 3 retries). It also refuses an invalid p (the error of
+// retry loops are on: set Options.MaxRetries to -1 (go-redis's default of
+// 0 means 3 retries) and Options.DialerRetries to 1 (its default of 0
+// means 5 dials 100 ms apart, without jitter, for every connection it
+// opens, which the policy's retries of an unsent command would multiply).
+// It also refuses an invalid p (the error of
 // p.Validate) and a client that was already instrumented. ctx bounds the
 // one COMMAND call that reads the server's command table; when it fails,
 // a built-in table of read-only commands is used and the hook tries again
 // at most every 30 s, after a successful command.
-//
-// Retries of the client's dials (Options.DialerRetries) stay as they are:
-// a dial that fails sent nothing.
 func Instrument(ctx context.Context, c *redis.Client, p retry.Policy, opts ...Option) error {
 	if c == nil {
 		return fmt.Errorf("retryredis: Instrument: nil client")
@@ -62,6 +62,9 @@ func Instrument(ctx context.Context, c *redis.Client, p retry.Policy, opts ...Op
 	}
 	if n := c.Options().MaxRetries; n != 0 {
 		return fmt.Errorf("%w: Options.MaxRetries is %d; set it to -1 so that retrykit is the only retry layer", ErrClientRetries, n)
+	}
+	if n := c.Options().DialerRetries; n != 1 {
+		return fmt.Errorf("%w: Options.DialerRetries is %d (go-redis dials up to 5 times, 100 ms apart); set it to 1 so that retrykit is the only retry layer", ErrClientRetries, n)
 	}
 	key := weak.Make(c)
 	if _, loaded := instrumented.LoadOrStore(key, struct{}{}); loaded {

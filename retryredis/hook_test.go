@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,7 +34,7 @@ func testPolicy() retry.Policy {
 // newClient returns a client without its own retries, instrumented with p.
 func newClient(t testing.TB, addr string, p retry.Policy, opts ...retryredis.Option) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, PoolSize: 4})
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, PoolSize: 4})
 	t.Cleanup(func() { c.Close() })
 	if err := retryredis.Instrument(context.Background(), c, p, opts...); err != nil {
 		t.Fatal(err)
@@ -357,7 +358,7 @@ func TestRecoverUnderLoad(t *testing.T) {
 	ctx := context.Background()
 	p := retry.Policy{Initial: 2 * time.Millisecond, MaxDelay: 50 * time.Millisecond, Jitter: retry.FullJitter,
 		MaxAttempts: retry.Unlimited, MaxElapsed: 5 * time.Second}
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, PoolSize: 4})
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1, PoolSize: 4})
 	if err := retryredis.Instrument(ctx, c, p); err != nil {
 		t.Fatal(err)
 	}
@@ -416,6 +417,12 @@ func TestInstrumentRefuses(t *testing.T) {
 	defer c.Close()
 	if err := retryredis.Instrument(ctx, c, retry.Policy{}); !errors.Is(err, retryredis.ErrClientRetries) {
 		t.Fatalf("default MaxRetries: %v; want ErrClientRetries", err)
+	}
+	c1 := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer c1.Close()
+	if err := retryredis.Instrument(ctx, c1, retry.Policy{}); !errors.Is(err, retryredis.ErrClientRetries) ||
+		!strings.Contains(err.Error(), "DialerRetries") {
+		t.Fatalf("default DialerRetries: %v; want ErrClientRetries naming DialerRetries", err)
 	}
 	c2 := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
 	defer c2.Close()
@@ -499,7 +506,7 @@ func timingOutDialer(fail *atomic.Int32) func(ctx context.Context, network, addr
 func TestDialTimeoutRetried(t *testing.T) {
 	srv := redistest.Start(t)
 	var fail atomic.Int32
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, PoolSize: 4, Dialer: timingOutDialer(&fail)})
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1, PoolSize: 4, Dialer: timingOutDialer(&fail)})
 	t.Cleanup(func() { c.Close() })
 	if err := retryredis.Instrument(context.Background(), c, retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3}); err != nil {
 		t.Fatal(err)
@@ -513,7 +520,7 @@ func TestDialTimeoutRetried(t *testing.T) {
 		t.Fatalf("server ran INCR %d times; want 1", n)
 	}
 	fail.Store(100)
-	c = redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, PoolSize: 4, Dialer: timingOutDialer(&fail)})
+	c = redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1, PoolSize: 4, Dialer: timingOutDialer(&fail)})
 	t.Cleanup(func() { c.Close() })
 	if err := retryredis.Instrument(ctx, c, retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3}); err != nil {
 		t.Fatal(err)

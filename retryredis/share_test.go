@@ -54,8 +54,9 @@ func TestMain(m *testing.M) {
 	if fleettest.WorkerMain(fleetAdapter) {
 		return
 	}
-	// go-redis keeps trying to dial in the background after a dial failed
-	// (TestDialTimeoutRetried), one try per second; the goroutine ends by
-	// itself at its next try once the client is closed.
+	// After PoolSize dials in a row failed (a server down or restarting, in
+	// several tests), go-redis probes with one dial per second from a
+	// goroutine of its own, which ends by itself at its next try once the
+	// client is closed.
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
 }

@@ -15,7 +15,7 @@ import (
 func TestCommandTableFromServer(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1})
 	defer c.Close()
 	var tbl commandTable
 	tbl.load(ctx, c.Process)
