@@ -536,9 +536,17 @@ func TestRefusalsResent(t *testing.T) {
 		}()
 		// Wait until the script runs (the server answers BUSY), then kill
 		// it in 60 ms.
-		for {
+		for deadline := time.Now().Add(2 * time.Second); ; {
 			if _, err := srv.Do("PING"); err != nil && strings.HasPrefix(err.Error(), "BUSY") {
 				break
+			}
+			select {
+			case err := <-script:
+				t.Fatalf("the script ended before it made the server busy: %v", err)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the server never answered BUSY")
 			}
 			time.Sleep(2 * time.Millisecond)
 		}
