@@ -30,7 +30,8 @@ func markedSafe(ctx context.Context) bool {
 
 // commandTable knows which commands are safe to repeat after they were
 // written: read-only ones, from the server's own command table (COMMAND,
-// read once and cached) or, until that is read, from builtinReadOnly; and
+// read once and cached) or, until that is read, from rediscmd's built-in
+// table; and
 // the idempotent writes of idempotentWrites, with their argument rules.
 type commandTable struct {
 	readOnly atomic.Pointer[map[string]bool] // from the server; nil until read
@@ -96,12 +97,11 @@ func (t *commandTable) safe(ctx context.Context, cmd redis.Cmder) bool {
 	if rediscmd.IdempotentWrite(name, args(cmd.Args())) || rediscmd.Harmless(name) {
 		return true
 	}
+	var server map[string]bool
 	if m := t.readOnly.Load(); m != nil {
-		if ro, ok := (*m)[name]; ok {
-			return ro
-		}
+		server = *m
 	}
-	return builtinReadOnly[name]
+	return rediscmd.ReadOnly(server, name)
 }
 
 // allSafe reports whether every command of a pipeline or transaction is
@@ -121,28 +121,6 @@ func (t *commandTable) allSafe(ctx context.Context, cmds []redis.Cmder) bool {
 	}
 	return true
 }
-
-// builtinReadOnly is the fallback for the server's command table: the
-// commands that Redis 7 flags "readonly", used until COMMAND was read (or
-// when it cannot be).
-var builtinReadOnly = func() map[string]bool {
-	m := map[string]bool{}
-	for _, n := range strings.Fields(`
-		get mget strlen getrange substr lcs exists type ttl pttl expiretime pexpiretime
-		keys scan randomkey dbsize dump touch sort_ro
-		hget hmget hgetall hkeys hvals hlen hexists hstrlen hscan hrandfield
-		lrange llen lindex lpos
-		scard smembers sismember smismember srandmember sinter sintercard sunion sdiff sscan
-		zcard zcount zlexcount zrange zrangebylex zrangebyscore zrevrange zrevrangebylex
-		zrevrangebyscore zrank zrevrank zscore zmscore zscan zrandmember zinter zintercard zunion zdiff
-		xrange xrevrange xlen xread xpending
-		bitcount bitpos getbit bitfield_ro pfcount
-		geopos geodist georadius_ro georadiusbymember_ro geosearch geohash
-		eval_ro evalsha_ro fcall_ro`) {
-		m[n] = true
-	}
-	return m
-}()
 
 // args adapts go-redis's arguments (the name first) to rediscmd.Args.
 type args []any

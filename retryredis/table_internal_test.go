@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/retrykit/retry/internal/rediscmd"
 	"github.com/retrykit/retry/internal/redistest"
 )
 
@@ -28,7 +29,7 @@ func TestCommandTableFromServer(t *testing.T) {
 	}
 	// Every command the built-in table calls read-only is read-only for
 	// this server too (when the server knows it).
-	for name := range builtinReadOnly {
+	for name := range rediscmd.BuiltinReadOnly() {
 		if ro, ok := (*m)[name]; ok && !ro {
 			t.Errorf("built-in table says %s is read-only; the server says not", name)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/retrykit/retry/internal/loop"
+	"github.com/retrykit/retry/internal/rediscmd"
 )
 
 // NewClient returns a valkey-go client, built from opt, whose one retry
@@ -57,7 +59,38 @@ func NewClient(opt valkey.ClientOption, p retry.Policy) (valkey.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &client{Client: c, r: r, loop: loop.Policy(p), cluster: c.Mode() == valkey.ClientModeCluster}, nil
+	return &client{Client: c, r: r, loop: loop.Policy(p), cluster: c.Mode() == valkey.ClientModeCluster,
+		readOnly: commandTable(c, opt)}, nil
+}
+
+// commandTable reads the server's command table (COMMAND) once, and
+// returns which commands it flags read-only, by lower-case name; nil when
+// it cannot be read (then rediscmd's built-in table is used).
+func commandTable(c valkey.Client, opt valkey.ClientOption) map[string]bool {
+	timeout := opt.Dialer.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	infos, err := c.Do(ctx, c.B().Command().Build()).ToArray()
+	if err != nil || len(infos) == 0 {
+		return nil
+	}
+	ro := make(map[string]bool, len(infos))
+	for _, info := range infos {
+		fields, err := info.ToArray()
+		if err != nil || len(fields) < 3 {
+			continue
+		}
+		name, err := fields[0].ToString()
+		if err != nil {
+			continue
+		}
+		flags, _ := fields[2].AsStrSlice()
+		ro[strings.ToLower(name)] = slices.Contains(flags, "readonly")
+	}
+	return ro
 }
 
 // retryer is valkey-go's RetryDelay built from a Policy. valkey-go calls it
@@ -135,18 +168,22 @@ func (r *retryer) delay(attempts int, cmd valkey.Completed, err error) time.Dura
 // a reply.
 type client struct {
 	valkey.Client
-	r       *retryer
-	loop    retry.Policy // the policy of the client's own retry.Do (loop.Policy)
-	cluster bool         // valkey-go's cluster loop also repeats TRYAGAIN and CLUSTERDOWN
+	r        *retryer
+	loop     retry.Policy    // the policy of the client's own retry.Do (loop.Policy)
+	cluster  bool            // valkey-go's cluster loop also repeats TRYAGAIN and CLUSTERDOWN
+	readOnly map[string]bool // the server's command table, read once; nil: the built-in one
 }
 
-// safe reports whether cmd may be repeated after it was written.
-func safe(ctx context.Context, cmd *valkey.Completed) bool {
+// safe reports whether cmd may be repeated after it was written: valkey-go
+// knows it read-only, or the caller marked it so, or it is an idempotent
+// write, or the server's command table (or the built-in one) flags it
+// read-only, which matters for commands built with Arbitrary.
+func (c *client) safe(ctx context.Context, cmd *valkey.Completed) bool {
 	if cmd.IsRetryable() {
 		return true
 	}
 	w := cmd.Commands()
-	return markedSafe(ctx) || idempotent(w)
+	return markedSafe(ctx) || idempotent(w) || len(w) > 0 && rediscmd.ReadOnly(c.readOnly, w[0])
 }
 
 func name(cmd *valkey.Completed) string {
@@ -205,7 +242,7 @@ func (c *client) innerRetries(err error) bool {
 
 // Do sends one command (see NewClient for how it is retried).
 func (c *client) Do(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult {
-	safe := cmd.IsRetryable() || safe(ctx, &cmd)
+	safe := c.safe(ctx, &cmd)
 	if safe && !cmd.IsRetryable() {
 		cmd = cmd.ToRetryable()
 	}
@@ -417,7 +454,7 @@ func (c *client) DoMulti(ctx context.Context, multi ...valkey.Completed) []valke
 	for i := range multi {
 		if txWord(&multi[i]) {
 			tx = true
-		} else if !multi[i].IsRetryable() && !safe(ctx, &multi[i]) {
+		} else if !c.safe(ctx, &multi[i]) {
 			all = false
 		}
 	}

@@ -335,14 +335,21 @@ func TestNewClientRefuses(t *testing.T) {
 	}
 }
 
+// faultOnce returns a client, with testPolicy, behind a proxy in front of
+// srv, and the name of the command (lower case) whose next forward the
+// proxy follows by resetting the connection, once: store a name to arm it.
+func faultOnce(t *testing.T, srv *redistest.Server) (valkey.Client, *faultproxy.Proxy, *atomic.Value) {
+	var fault atomic.Value
+	fault.Store("")
+	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: func(n string) bool { return fault.CompareAndSwap(n, "") }})
+	return newClient(t, px.Addr(), testPolicy()), px, &fault
+}
+
 // TestDoMulti: a pipeline of safe commands is repeated after a lost
 // reply; one holding an INCR is not.
 func TestDoMulti(t *testing.T) {
 	srv := redistest.Start(t)
-	var fault atomic.Value
-	fault.Store("")
-	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: func(n string) bool { return fault.CompareAndSwap(n, "") }})
-	c := newClient(t, px.Addr(), testPolicy())
+	c, _, fault := faultOnce(t, srv)
 	ctx := context.Background()
 
 	fault.Store("get")
@@ -623,5 +630,29 @@ func TestDialTimeoutRetried(t *testing.T) {
 	var re *retry.Error
 	if !errors.Is(err, retryvalkey.ErrNotSent) || !errors.As(err, &re) || re.Attempts != 3 {
 		t.Fatalf("INCR with every dial timing out: %v; want ErrNotSent after 3 attempts", err)
+	}
+}
+
+// TestServerTableMakesArbitraryReadsSafe: valkey-go does not know that a
+// GET built with Arbitrary is read-only; the server's command table, read
+// by NewClient, does, so its lost reply is retried. An Arbitrary INCR is
+// not.
+func TestServerTableMakesArbitraryReadsSafe(t *testing.T) {
+	srv := redistest.Start(t)
+	if _, err := srv.Do("SET", "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	c, px, fault := faultOnce(t, srv)
+	ctx := context.Background()
+	fault.Store("get")
+	if v, err := c.Do(ctx, c.B().Arbitrary("GET").Keys("k").Build()).ToString(); err != nil || v != "v" {
+		t.Fatalf("Arbitrary GET after a lost reply: %q, %v; want v", v, err)
+	}
+	if pa, r, _ := px.Counts("get"); pa+r != 2 {
+		t.Fatalf("proxy saw %d GETs; want 2 (lost, repeated)", pa+r)
+	}
+	fault.Store("incr")
+	if err := c.Do(ctx, c.B().Arbitrary("INCR").Keys("n").Build()).Error(); !errors.Is(err, retryvalkey.ErrMaybeApplied) {
+		t.Fatalf("Arbitrary INCR after a lost reply: %v; want ErrMaybeApplied", err)
 	}
 }

@@ -29,7 +29,10 @@
 //
 // valkey-go's loop repeats, after a lost reply, the commands it knows to be
 // read-only and those marked ToRetryable. NewClient's client also marks as
-// retryable, before sending: PING, ECHO, TIME, INFO and LASTSAVE; the
+// retryable, before sending: the commands the server's own command table
+// flags read-only (COMMAND, read once by NewClient; when it cannot be read,
+// a built-in Redis 7 table), which matters for commands built with
+// Arbitrary; PING, ECHO, TIME, INFO and LASTSAVE; the
 // idempotent writes SET (with EX, PX, EXAT, PXAT, KEEPTTL or XX; not NX or
 // GET), SETEX, PSETEX, MSET, DEL, UNLINK, HSET, HMSET, HDEL, SADD, SREM,
 // ZADD (not INCR or NX), ZREM, PFADD, LSET, SETRANGE, PERSIST and EXPIRE,

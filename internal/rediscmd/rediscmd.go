@@ -5,7 +5,11 @@
 // accessor for their arguments.
 package rediscmd
 
-import "strings"
+import (
+	"iter"
+	"maps"
+	"strings"
+)
 
 // Refusal reports whether a server error reply means that the server did
 // not run the command and may run it later: a dataset still loading
@@ -109,3 +113,63 @@ func (s Strings) Len() int { return len(s) }
 
 // Arg returns s[i], true.
 func (s Strings) Arg(i int) (string, bool) { return s[i], true }
+
+// ReadOnly reports whether the command name (in any case) is read-only, so
+// that it may be sent again after it was written: as server says when
+// server (a server's command table, lower-case names, from COMMAND) knows
+// the command, else as Redis 7 flags it (a built-in table). It allocates
+// nothing for names of up to 32 bytes.
+func ReadOnly(server map[string]bool, name string) bool {
+	if server != nil {
+		if ro, ok := lookup(server, name); ok {
+			return ro
+		}
+	}
+	ro, _ := lookup(builtinReadOnly, name)
+	return ro
+}
+
+// BuiltinReadOnly returns the names (lower case) of the built-in table of
+// read-only commands, which ReadOnly falls back on.
+func BuiltinReadOnly() iter.Seq[string] { return maps.Keys(builtinReadOnly) }
+
+// lookup returns m[lower-case name]; the conversion is made in a buffer on
+// the stack, which the map index does not copy.
+func lookup(m map[string]bool, name string) (v, ok bool) {
+	var buf [32]byte
+	if len(name) > len(buf) {
+		v, ok = m[strings.ToLower(name)]
+		return v, ok
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	v, ok = m[string(buf[:len(name)])]
+	return v, ok
+}
+
+// builtinReadOnly is the fallback for a server's command table: the
+// commands that Redis 7 flags "readonly", used until COMMAND was read (or
+// when it cannot be).
+var builtinReadOnly = func() map[string]bool {
+	m := map[string]bool{}
+	for _, n := range strings.Fields(`
+		get mget strlen getrange substr lcs exists type ttl pttl expiretime pexpiretime
+		keys scan randomkey dbsize dump touch sort_ro
+		hget hmget hgetall hkeys hvals hlen hexists hstrlen hscan hrandfield
+		lrange llen lindex lpos
+		scard smembers sismember smismember srandmember sinter sintercard sunion sdiff sscan
+		zcard zcount zlexcount zrange zrangebylex zrangebyscore zrevrange zrevrangebylex
+		zrevrangebyscore zrank zrevrank zscore zmscore zscan zrandmember zinter zintercard zunion zdiff
+		xrange xrevrange xlen xread xpending
+		bitcount bitpos getbit bitfield_ro pfcount
+		geopos geodist georadius_ro georadiusbymember_ro geosearch geohash
+		eval_ro evalsha_ro fcall_ro`) {
+		m[n] = true
+	}
+	return m
+}()
