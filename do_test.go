@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -760,15 +761,15 @@ type timeoutErr struct{}
 func (timeoutErr) Error() string        { return "timeout awaiting headers" }
 func (timeoutErr) Is(target error) bool { return target == context.DeadlineExceeded }
 
-// Context errors returned by op are not retried, however they are wrapped
-// or matched.
+// Context errors returned by op are not retried, however they are wrapped.
+// A timeout that only matches context.DeadlineExceeded through its Is
+// method (net's dial timeout, net/http's timeouts) ended an attempt, not a
+// context: it is retried.
 func TestContextErrorsFromOpInEveryShape(t *testing.T) {
 	for _, err := range []error{
 		context.Canceled,
 		context.DeadlineExceeded,
 		fmt.Errorf("dial: %w", context.Canceled),
-		timeoutErr{},
-		fmt.Errorf("get: %w", timeoutErr{}),
 		errors.Join(errTransient, context.DeadlineExceeded),
 	} {
 		n := 0
@@ -778,8 +779,21 @@ func TestContextErrorsFromOpInEveryShape(t *testing.T) {
 			t.Errorf("%v: %d calls, err %v; want 1 call, ReasonPermanent", err, n, got)
 		}
 	}
-	// An error that merely mentions a context is retried.
+	for _, err := range []error{timeoutErr{}, fmt.Errorf("get: %w", timeoutErr{})} {
+		n := 0
+		retry.Do(context.Background(), retry.Policy{Initial: retry.Immediate, MaxAttempts: 3}, func(context.Context) error { n++; return err })
+		if n != 3 {
+			t.Errorf("%v: %d calls, want 3 (a timeout matching context.DeadlineExceeded is retried)", err, n)
+		}
+	}
+	_, dialErr := (&net.Dialer{Timeout: time.Nanosecond}).Dial("tcp", "127.0.0.1:1")
 	n := 0
+	retry.Do(context.Background(), retry.Policy{Initial: retry.Immediate, MaxAttempts: 3}, func(context.Context) error { n++; return dialErr })
+	if n != 3 {
+		t.Errorf("dial timeout %v: %d calls, want 3", dialErr, n)
+	}
+	// An error that merely mentions a context is retried.
+	n = 0
 	retry.Do(context.Background(), retry.Policy{Initial: retry.Immediate, MaxAttempts: 3}, func(context.Context) error {
 		n++
 		return errors.New("context canceled")

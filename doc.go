@@ -45,8 +45,11 @@
 //     removes the limit);
 //   - an error that may not be retried: one marked [Permanent], one that
 //     Policy.Retryable rejects, a context error returned by the operation
-//     when Retryable is nil (an attempt's own Policy.AttemptTimeout is
-//     retried, whatever Retryable says), or an error of an inner
+//     when Retryable is nil (context.Canceled or context.DeadlineExceeded
+//     itself in the error's chain; a timeout that only matches
+//     context.DeadlineExceeded through its Is method, as net's dial timeout
+//     and net/http's timeouts do, is retried, and so is an attempt's own
+//     Policy.AttemptTimeout, whatever Retryable says), or an error of an inner
 //     retry loop that already gave up (see Nesting below);
 //   - the time budget MaxElapsed, or the context's deadline, when the next
 //     wait would not end before it: the loop then gives up at once rather

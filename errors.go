@@ -215,16 +215,15 @@ func walk(err error, f func(error) bool) bool {
 	return false
 }
 
-// isContextErr reports errors.Is(err, context.Canceled) ||
-// errors.Is(err, context.DeadlineExceeded) in one walk of the chain.
+// isContextErr reports whether context.Canceled or context.DeadlineExceeded
+// itself is in err's chain: the end of a context. An error that only
+// matches one of them through its Is method, as net's dial timeout and
+// net/http's timeouts match context.DeadlineExceeded, is not: it ends one
+// attempt, not a context, and is retried like any other failure.
 func isContextErr(err error) bool {
 	return walk(err, func(e error) bool {
 		// Comparing with the sentinels cannot panic: their dynamic types
 		// are comparable.
-		if e == context.Canceled || e == context.DeadlineExceeded {
-			return true
-		}
-		x, ok := e.(interface{ Is(error) bool })
-		return ok && (x.Is(context.Canceled) || x.Is(context.DeadlineExceeded))
+		return e == context.Canceled || e == context.DeadlineExceeded
 	})
 }

@@ -97,8 +97,10 @@ type Policy struct {
 
 	// Retryable reports whether an attempt's error may be retried. Nil means
 	// every error is retried except those marked [Permanent], context
-	// errors (context.Canceled, context.DeadlineExceeded) that did not come
-	// from AttemptTimeout, and errors of inner retry loops that already
+	// errors (context.Canceled or context.DeadlineExceeded itself in the
+	// error's chain, not a timeout that only matches it through an Is
+	// method, such as a dial timeout) that did not come from
+	// AttemptTimeout, and errors of inner retry loops that already
 	// gave up (see RetryExhausted). Errors marked Permanent are never
 	// retried, whatever Retryable says.
 	Retryable func(error) bool

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
-	"github.com/retrykit/retry/internal/loop"
 )
 
 // Defaults used where a [Transport] field is zero.
@@ -279,10 +278,7 @@ func (t *Transport) judgePolicy() uint32 {
 func (c *call) loop(ctx context.Context) (*http.Response, error) {
 	// The attempt timeout is applied by attempt rather than by retry.Do,
 	// whose per-attempt context would end before the caller reads the body.
-	// A transient transport error is retried even when it matches
-	// context.DeadlineExceeded (a dial timeout, a timeout awaiting
-	// headers): classify marks everything else Permanent.
-	p := loop.Policy(c.t.Policy)
+	p := c.t.Policy
 	p.AttemptTimeout = 0
 	// The call watches the loop's events (passing them on to the policy's
 	// Observer) to release a response that release had to leave open as

@@ -11,8 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/retrykit/retry"
-
-	"github.com/retrykit/retry/internal/loop"
 )
 
 // Option configures Instrument.
@@ -76,7 +74,7 @@ func Instrument(ctx context.Context, c *redis.Client, p retry.Policy, opts ...Op
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	h := &hook{policy: loop.Policy(p)}
+	h := &hook{policy: p}
 	if len(cfg.idempotent) > 0 {
 		h.table.extra = make(map[string]bool, len(cfg.idempotent))
 		for _, n := range cfg.idempotent {

@@ -12,7 +12,6 @@ import (
 	"github.com/retrykit/retry"
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/retrykit/retry/internal/loop"
 	"github.com/retrykit/retry/internal/rediscmd"
 )
 
@@ -59,7 +58,7 @@ func NewClient(opt valkey.ClientOption, p retry.Policy) (valkey.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &client{Client: c, r: r, loop: loop.Policy(p), cluster: c.Mode() == valkey.ClientModeCluster,
+	return &client{Client: c, r: r, cluster: c.Mode() == valkey.ClientModeCluster,
 		readOnly: commandTable(c, opt)}, nil
 }
 
@@ -169,7 +168,6 @@ func (r *retryer) delay(attempts int, cmd valkey.Completed, err error) time.Dura
 type client struct {
 	valkey.Client
 	r        *retryer
-	loop     retry.Policy    // the policy of the client's own retry.Do (loop.Policy)
 	cluster  bool            // valkey-go's cluster loop also repeats TRYAGAIN and CLUSTERDOWN
 	readOnly map[string]bool // the server's command table, read once; nil: the built-in one
 }
@@ -286,7 +284,7 @@ func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx conte
 		sent int
 	)
 	deadline := c.deadline()
-	err := retry.Do(ctx, c.loop, func(ctx context.Context) error {
+	err := retry.Do(ctx, c.r.p, func(ctx context.Context) error {
 		sent++
 		last = nil
 		ctx, cancel := bounded(ctx, deadline)
@@ -482,7 +480,7 @@ func (c *client) DoMulti(ctx context.Context, multi ...valkey.Completed) []valke
 		sent  int // sends of the pipeline (or of its tail)
 	)
 	deadline := c.deadline()
-	err := retry.Do(ctx, c.loop, func(ctx context.Context) error {
+	err := retry.Do(ctx, c.r.p, func(ctx context.Context) error {
 		sent++
 		ctx, cancel := bounded(ctx, deadline)
 		if sent == 1 {
