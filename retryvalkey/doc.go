@@ -48,7 +48,8 @@
 // context.DeadlineExceeded, is an ordinary failure, not the end of the
 // call's context. (DoMultiCache, DoStream, DoMultiStream, Receive and
 // dedicated clients reach valkey-go's own loop only, driven by
-// RetryDelay.) A call's first send goes through valkey-go's loop; after
+// RetryDelay: their first attempts and final failures are not counted by
+// the Budget or the Throttle, only the repeats valkey-go makes.) A call's first send goes through valkey-go's loop; after
 // that, the call sends the command again, rebuilt from its words (valkey-go
 // recycles a command once the server answered it, so the client keeps
 // the words before sending), when:

@@ -47,3 +47,26 @@ func TestRefusal(t *testing.T) {
 		t.Error("Harmless")
 	}
 }
+
+// ReadOnly looks names up in any case, prefers the server's table, falls
+// back on the built-in one, and allocates nothing for short names.
+func TestReadOnly(t *testing.T) {
+	server := map[string]bool{"get": false, "my.module.read": true}
+	for _, c := range []struct {
+		server map[string]bool
+		name   string
+		want   bool
+	}{
+		{nil, "GET", true}, {nil, "get", true}, {nil, "ZRangeByScore", true}, {nil, "INCR", false},
+		{nil, "my.module.read", false}, {server, "GET", false}, {server, "MY.MODULE.READ", true},
+		{server, "HGETALL", true}, // not in the server's table: the built-in one decides
+		{nil, strings.Repeat("x", 40), false},
+	} {
+		if got := ReadOnly(c.server, c.name); got != c.want {
+			t.Errorf("ReadOnly(%v, %q) = %v; want %v", c.server, c.name, got, c.want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { ReadOnly(server, "ZREVRANGEBYSCORE") }); n != 0 {
+		t.Errorf("ReadOnly allocates %v times; want 0", n)
+	}
+}
