@@ -202,6 +202,11 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 			select {
 			case <-timer.C:
 			case <-ctx.Done():
+				if observed {
+					// The wait cut short counts for as long as it lasted
+					// (the clock was read just before it began).
+					waited = addSat(waited, min(d, time.Since(start)-elapsed))
+				}
 				return fail(ReasonContext, ctx.Err())
 			}
 		} else if cerr := ctx.Err(); cerr != nil {

@@ -28,7 +28,8 @@ const (
 	// EventDone: the call ended. Attempt is the number of attempts made;
 	// Err is nil on success and otherwise the [*Error] that the call
 	// returns, whose Reason is also in Reason; Waited is the total time the
-	// call spent waiting between attempts.
+	// call spent waiting between attempts, a wait that the context cut
+	// short included.
 	EventDone
 )
 
@@ -56,7 +57,7 @@ type Event struct {
 	MaxAttempts int           // the policy's attempt limit, or Unlimited
 	Err         error         // EventRetry, EventThrottled, EventBudgetRefused: the attempt's error; EventDone: nil or the *Error
 	Delay       time.Duration // EventRetry: the wait about to start
-	Waited      time.Duration // time spent waiting between attempts so far (EventDone: in the whole call)
+	Waited      time.Duration // time spent waiting between attempts so far (EventDone: in the whole call, a wait the context cut short included)
 	Elapsed     time.Duration // EventRetry, EventBudgetRefused, EventDone after a failure: time since the call started (see Error.Elapsed)
 	Reason      Reason        // EventDone: why the loop gave up; zero on success
 }
