@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -674,3 +675,66 @@ func TestTimeoutsMatchingContextRetried(t *testing.T) {
 		t.Fatalf("server saw %d calls; want 2", got)
 	}
 }
+
+// A Transport whose policy is plain but for an Observer makes the first
+// attempt itself, as it does without one: the Observer sees the same
+// events, in the same order, as when the loop makes every attempt (here
+// forced by a time budget), each attempt once; and a success at the first
+// attempt allocates nothing more than without an Observer.
+func TestObservedFirstAttempt(t *testing.T) {
+	type seen struct {
+		kind     retry.EventKind
+		attempt  int
+		max      int
+		hasErr   bool
+		ctxIsReq bool
+	}
+	for _, statuses := range [][]int{{200}, {503, 200}, {503, 503, 404}, {503, 503, 503, 503}, {0, 200}, {0, 0, 0, 0}} {
+		run := func(p retry.Policy) ([]seen, int) {
+			var events []seen
+			var reqCtx context.Context
+			p.Observer = retry.ObserverFunc(func(ctx context.Context, e retry.Event) {
+				events = append(events, seen{e.Kind, e.Attempt, e.MaxAttempts, e.Err != nil,
+					ctx.Value(ctxKey{}) == reqCtx.Value(ctxKey{})})
+			})
+			n := 0
+			tr := &retryhttp.Transport{Policy: p, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				n++
+				if s := statuses[min(n, len(statuses))-1]; s != 0 {
+					return &http.Response{StatusCode: s, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+				}
+				return nil, errors.New("connection reset")
+			})}
+			reqCtx = context.WithValue(t.Context(), ctxKey{}, new(int))
+			req, _ := http.NewRequestWithContext(reqCtx, "GET", "http://127.0.0.1/x", nil)
+			if resp, err := tr.RoundTrip(req); err == nil {
+				resp.Body.Close()
+			}
+			return events, n
+		}
+		fast, nFast := run(retry.Policy{Initial: retry.Immediate})
+		slow, nSlow := run(retry.Policy{Initial: retry.Immediate, MaxElapsed: time.Hour})
+		if !slices.Equal(fast, slow) || nFast != nSlow {
+			t.Errorf("statuses %v: the observer saw\n%v (%d sends) on the first-attempt path,\n%v (%d sends) through the loop",
+				statuses, fast, nFast, slow, nSlow)
+		}
+		for i, e := range fast {
+			if e.kind == retry.EventAttempt && slices.ContainsFunc(fast[:i], func(f seen) bool { return f.kind == e.kind && f.attempt == e.attempt }) {
+				t.Errorf("statuses %v: attempt %d reported twice: %v", statuses, e.attempt, fast)
+			}
+		}
+	}
+
+	rt := &okRT{resp: http.Response{StatusCode: 200, Body: http.NoBody}}
+	var events int
+	tr := &retryhttp.Transport{Base: rt, Policy: retry.Policy{Observer: retry.ObserverFunc(func(context.Context, retry.Event) { events++ })}}
+	req, _ := http.NewRequest("GET", "http://127.0.0.1/", nil)
+	if n := testing.AllocsPerRun(1000, func() { tr.RoundTrip(req) }); n != 0 {
+		t.Errorf("RoundTrip with an Observer: %v allocations; want 0", n)
+	}
+	if events != 2*1001 {
+		t.Errorf("%d events for 1001 calls; want an attempt and a done each", events)
+	}
+}
+
+type ctxKey struct{}

@@ -95,7 +95,8 @@ const (
 // response obtained at the first attempt and not given up on is returned
 // untouched. The
 // caller's request is never modified: each retry sends a clone, carrying
-// [HeaderAttempt].
+// [HeaderAttempt]. The transport owns that header: a first attempt is sent
+// without it, even if the caller's request has one.
 //
 // A Transport inspects responses, which the http.RoundTripper contract
 // discourages; that is its purpose. The zero value is usable: it retries
@@ -103,7 +104,8 @@ const (
 // for concurrent use and should be reused, like http.Transport. Fields must
 // not change once it is in use, and a Transport must not be copied after
 // first use. A success at the first attempt allocates nothing (with no
-// Throttle, Budget, MaxElapsed, AttemptTimeout or Observer in the policy).
+// Throttle, Budget, MaxElapsed or AttemptTimeout in the policy; an
+// Observer allocates nothing unless it does so itself).
 //
 // See the package documentation for how this combines with the one resend
 // that net/http makes by itself.
@@ -145,7 +147,7 @@ type Transport struct {
 	// buffered and those requests are sent once.
 	MaxBufferedBody int64
 
-	plain atomic.Uint32 // 0 until judgePolicy's verdict on Policy, then plainYes or plainNo
+	plain atomic.Uint32 // 0 until judgePolicy's verdict on Policy, then plainYes, plainNo or plainObserved
 }
 
 // NewClient returns an http.Client whose Transport is a [Transport] with
@@ -201,31 +203,56 @@ type call struct {
 	firstResp  *http.Response // result of the attempt made before the loop
 	firstErr   error
 	observer   retry.Observer // the policy's own Observer
+
+	// attempt1Seen: RoundTrip already reported the first attempt to the
+	// policy's Observer before the loop took it over.
+	attempt1Seen bool
 }
 
 // RoundTrip sends req, retrying as described on [Transport].
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
+	if len(req.Header) != 0 {
+		if _, ok := req.Header[HeaderAttempt]; ok {
+			// The transport owns the header: a first attempt goes without
+			// the caller's (a proxy's copy of its inbound request's
+			// headers, say), which would tell the server it is a retry.
+			req = req.Clone(ctx)
+			delete(req.Header, HeaderAttempt)
+		}
+	}
 	plain := t.plain.Load()
 	if plain == 0 {
 		plain = t.judgePolicy()
 	}
-	if plain == plainYes && (req.Body == nil || req.Body == http.NoBody || req.GetBody != nil) && ctx.Err() == nil {
+	if plain != plainNo && (req.Body == nil || req.Body == http.NoBody || req.GetBody != nil) && ctx.Err() == nil {
 		// The first attempt is made here, exactly as the loop would make
 		// it (the policy is plain: nothing to account, no clock to read,
-		// no context to make), with no state on the heap: a success costs
-		// no allocation. Anything else continues in the loop, which takes
-		// this attempt's outcome as its own first attempt.
+		// no context to make; an Observer gets the loop's two events),
+		// with no state on the heap: a success costs no allocation.
+		// Anything else continues in the loop, which takes this attempt's
+		// outcome as its own first attempt.
+		obs, maxAttempts := t.Policy.Observer, t.Policy.MaxAttempts // obs is set only when plain == plainObserved
+		if plain == plainObserved {
+			if maxAttempts == 0 {
+				maxAttempts = retry.DefaultMaxAttempts
+			}
+			obs.Observe(ctx, retry.Event{Kind: retry.EventAttempt, Attempt: 1, MaxAttempts: maxAttempts})
+		}
 		base := t.base()
 		resp, err := base.RoundTrip(req)
 		if err == nil {
 			// t.retryStatus, inlined by hand.
 			if f := t.RetryStatus; f == nil && !DefaultRetryStatus(resp.StatusCode) || f != nil && !f(resp.StatusCode) {
+				if plain == plainObserved {
+					obs.Observe(ctx, retry.Event{Kind: retry.EventDone, Attempt: 1, MaxAttempts: maxAttempts})
+				}
 				return resp, nil
 			}
 		}
 		c := t.newCall(req, ctx, base)
 		c.n, c.bodyUsed = 1, req.Body != nil
+		c.attempt1Seen = plain == plainObserved
 		if err != nil {
 			err = c.classify(req, err)
 		} else {
@@ -253,22 +280,26 @@ func (t *Transport) newCall(req *http.Request, ctx context.Context, base http.Ro
 
 // Values of Transport.plain.
 const (
-	plainYes = 1 + iota
-	plainNo
+	plainYes      = 1 + iota
+	plainNo       // the loop makes every attempt
+	plainObserved // plain but for an Observer, which RoundTrip calls itself
 )
 
 // judgePolicy decides whether RoundTrip may make the first attempt itself
 // before handing over to retry.DoValue: the policy is valid and plain, so
 // that the loop would do nothing around that attempt but call it (no
-// Throttle, Budget, time budget, attempt timeout or Observer). The verdict
+// Throttle, Budget, time budget or attempt timeout) and report it to the
+// Observer, if there is one (plainObserved). The verdict
 // is reached once per Transport, whose fields do not change once it is in
 // use, and stored in t.plain.
 func (t *Transport) judgePolicy() uint32 {
 	p := &t.Policy
 	v := uint32(plainNo)
-	if p.Throttle == nil && p.Budget == nil && p.MaxElapsed <= 0 && p.AttemptTimeout <= 0 && p.Observer == nil &&
-		p.Validate() == nil {
+	if p.Throttle == nil && p.Budget == nil && p.MaxElapsed <= 0 && p.AttemptTimeout <= 0 && p.Validate() == nil {
 		v = plainYes
+		if p.Observer != nil {
+			v = plainObserved
+		}
 	}
 	t.plain.Store(v)
 	return v
@@ -318,7 +349,9 @@ func (c *call) loop(ctx context.Context) (*http.Response, error) {
 // release left it open (a body longer than maxDrain): the loop no longer
 // returns it, and its connection is freed before the wait.
 func (c *call) Observe(ctx context.Context, e retry.Event) {
-	if c.observer != nil {
+	if c.attempt1Seen && e.Kind == retry.EventAttempt && e.Attempt == 1 {
+		c.attempt1Seen = false // reported once already, by RoundTrip
+	} else if c.observer != nil {
 		c.observer.Observe(ctx, e)
 	}
 	if e.Kind == retry.EventRetry && c.last != nil {
