@@ -14,7 +14,8 @@ import (
 const (
 	// HeaderAttempt, on a request, is set on every retry the transport
 	// sends, to the 1-based attempt number ("2" for the first retry); a
-	// first attempt does not carry it. On a response that a Transport
+	// first attempt does not carry it (one already in the caller's request
+	// is left out). On a response that a Transport
 	// returns after more than one attempt, it is set to the number of
 	// attempts made (so the response answers the attempt it names); see
 	// [Attempts].

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -401,5 +402,45 @@ func TestRetryAfterOnTheWire(t *testing.T) {
 				t.Fatalf("%d sends, status %d, %d conns", s.n(), resp.StatusCode, s.conns.Load())
 			}
 		})
+	}
+}
+
+// The transport owns Retry-Attempt: a first attempt goes without the
+// caller's (a proxy's copy of its inbound headers), a retry carries the
+// transport's own, and the caller's request keeps its header.
+func TestCallerAttemptHeaderNotSent(t *testing.T) {
+	var mu sync.Mutex
+	var seen [][]string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Values(retryhttp.HeaderAttempt))
+		n := len(seen)
+		mu.Unlock()
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	for _, p := range []retry.Policy{fast, {Initial: retry.Immediate, MaxElapsed: time.Hour}} {
+		mu.Lock()
+		seen = nil
+		mu.Unlock()
+		c := client(t, &retryhttp.Transport{Policy: p})
+		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+		req.Header.Set(retryhttp.HeaderAttempt, "3")
+		req.Header.Set("X-Other", "kept")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		mu.Lock()
+		if len(seen) != 2 || len(seen[0]) != 0 || !slices.Equal(seen[1], []string{"2"}) {
+			t.Errorf("policy %+v: the server saw Retry-Attempt %q; want none, then 2", p, seen)
+		}
+		mu.Unlock()
+		if got := req.Header.Get(retryhttp.HeaderAttempt); got != "3" || req.Header.Get("X-Other") != "kept" {
+			t.Errorf("the caller's request was modified: Retry-Attempt %q", got)
+		}
 	}
 }
