@@ -7,14 +7,15 @@
 // retry.operation set to the operation name it was given:
 //
 //	retry.call.attempts      Int64Histogram   {attempt} once per call: attempts made (1 = success at first try)
-//	retry.call.retry_delay   Float64Histogram s         once per call that retried: total time waited
+//	retry.call.retry_delay   Float64Histogram s         once per call that retried or waited to: total time waited
 //	retry.call.gave_up       Int64Counter     {call}    once per call that gave up, with retry.reason
 //	retry.attempt.throttled  Int64Counter     {attempt} each attempt a retry.Throttle rejected locally
 //	retry.retry.refused      Int64Counter     {retry}   each retry a retry.Budget refused
 //
 // A call whose context was already done before its first attempt records
 // 0 attempts (and gives up with reason context). A call "retried" when it
-// made more than one attempt, attempts a Throttle rejected included.
+// made more than one attempt, attempts a Throttle rejected included; a call
+// whose context ended during its first wait records the time it waited.
 //
 // retry.reason is one of attempts, permanent, exhausted, time_budget,
 // deadline, context and budget, one per retry.Reason in the order of its
@@ -50,9 +51,19 @@
 // retryhttp.HeaderAttempt (Retry-Attempt: 2 on the first retry). The
 // attempt span of a retry has http.request.resend_count = attempt − 1 (1 on
 // the first retry), read from that header, as the stable HTTP semantic
-// conventions define it; the first attempt's span does not have it (unless
-// the caller's own request already carries a Retry-Attempt header, which
-// is read the same way).
+// conventions define it; the first attempt's span does not have it (the
+// retryhttp.Transport sends a first attempt without a Retry-Attempt header,
+// even one the caller's request had).
+//
+// What counts as an attempt: every attempt of the retry loop, so
+// retry.call.attempts also counts the attempts that never reached the
+// server, as the loop does: one a Throttle rejected (also counted in
+// retry.attempt.throttled) and a retry whose body could not be rebuilt
+// (the request's GetBody failed; it ends the call). Below the spans,
+// net/http's own Transport resends an idempotent request once, by itself,
+// when a connection it reused closes before any answer: that resend is
+// part of the same attempt, under the same span and traceparent, so a
+// server can then see one traceparent twice.
 //
 // Costs: with the observer on, a call that succeeds at once pays two
 // Observe calls and one histogram recording (README, section

@@ -141,7 +141,7 @@ func (o *observer) Observe(ctx context.Context, e retry.Event) {
 	switch e.Kind {
 	case retry.EventDone:
 		o.attempts.Record(ctx, int64(e.Attempt), o.record...)
-		if e.Attempt > 1 {
+		if e.Attempt > 1 || e.Waited > 0 {
 			o.delay.Record(ctx, e.Waited.Seconds(), o.record...)
 		}
 		if e.Err != nil {

@@ -318,3 +318,25 @@ func TestInstrumentConcurrent(t *testing.T) {
 		}
 	})
 }
+
+// A call cancelled during a wait records the time it waited, the part of
+// the wait it did not finish included: 10 ms, then 15 ms of 20.
+func TestRetryDelayCountsAWaitCutShort(t *testing.T) {
+	for _, cancelAt := range []time.Duration{5 * time.Millisecond, 25 * time.Millisecond} {
+		synctest.Test(t, func(t *testing.T) {
+			mp, reader := newMeter(t)
+			p := retryotel.Instrument(fast(5), "op", retryotel.WithMeterProvider(mp))
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			time.AfterFunc(cancelAt, cancel)
+			start := time.Now()
+			if err := retry.Do(ctx, p, func(context.Context) error { return errFlaky }); !errors.Is(err, context.Canceled) {
+				t.Fatalf("err %v", err)
+			}
+			spent := time.Since(start)
+			if n, sum := collect(t, reader).hist("retry.call.retry_delay", opAttr); n != 1 || time.Duration(sum*1e9+0.5) != spent {
+				t.Fatalf("cancelled at %v: retry.call.retry_delay count %d sum %vs; the call waited %v", cancelAt, n, sum, spent)
+			}
+		})
+	}
+}

@@ -34,6 +34,13 @@ func (c *config) meterProvider() metric.MeterProvider {
 	return otel.GetMeterProvider()
 }
 
+func (c *config) tracerProvider() trace.TracerProvider {
+	if c.tp != nil {
+		return c.tp
+	}
+	return otel.GetTracerProvider()
+}
+
 type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
@@ -50,7 +57,9 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 
 // WithTracerProvider sets the TracerProvider of the per-attempt client
 // spans that [NewTransport] starts. Nil, or no such option, means the
-// global one. Instrument starts no spans (it adds events to the span
+// global one, as otel.GetTracerProvider returns it when NewTransport is
+// called (forwarding to the provider that a later otel.SetTracerProvider
+// sets), whatever provider made the caller's span. Instrument starts no spans (it adds events to the span
 // already in the call's context), so it does not use this option.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(c *config) { c.tp = tp })

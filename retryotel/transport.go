@@ -45,7 +45,7 @@ func NewTransport(base http.RoundTripper, p retry.Policy, opts ...Option) http.R
 	}
 	return &retryhttp.Transport{
 		Base: otelhttp.NewTransport(resendCounter{base},
-			otelhttp.WithTracerProvider(c.tp), otelhttp.WithMeterProvider(c.mp)),
+			otelhttp.WithTracerProvider(c.tracerProvider()), otelhttp.WithMeterProvider(c.meterProvider())),
 		Policy: instrument(p, "http", &c),
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +38,16 @@ type recorder struct {
 	mu   sync.Mutex
 	reqs []seen
 	srv  *httptest.Server
+}
+
+// firstFails answers the first request with code and every other with 200.
+func firstFails(code int) func(*http.Request, int) int {
+	return func(_ *http.Request, n int) int {
+		if n == 1 {
+			return code
+		}
+		return http.StatusOK
+	}
 }
 
 func newRecorder(t *testing.T, status func(r *http.Request, n int) int) *recorder {
@@ -373,15 +384,12 @@ func TestTransportConnectionError(t *testing.T) {
 }
 
 // TestTransportNilBaseAndGlobalProviders: nil base means
-// http.DefaultTransport; no options means the global providers.
+// http.DefaultTransport; no options means the global providers, even when
+// the caller's span comes from another TracerProvider (otelhttp alone
+// would start the attempt spans on that one).
 func TestTransportNilBaseAndGlobalProviders(t *testing.T) {
 	withTraceContext(t)
-	rec := newRecorder(t, func(_ *http.Request, n int) int {
-		if n == 1 {
-			return http.StatusBadGateway
-		}
-		return http.StatusOK
-	})
+	rec := newRecorder(t, firstFails(http.StatusBadGateway))
 	mp, reader := newMeter(t)
 	tp, sr := newTracer(t)
 	oldMP, oldTP := otel.GetMeterProvider(), otel.GetTracerProvider()
@@ -393,14 +401,18 @@ func TestTransportNilBaseAndGlobalProviders(t *testing.T) {
 		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 	})
 	client := &http.Client{Transport: retryotel.NewTransport(nil, fastHTTP(3))}
-	resp, err := client.Get(rec.srv.URL)
+	callerTP, callerSR := newTracer(t)
+	ctx, span := callerTP.Tracer("app").Start(t.Context(), "caller")
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, rec.srv.URL, nil)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if got := len(clientSpans(sr.Ended())); got != 2 {
-		t.Errorf("%d attempt spans on the global tracer provider, want 2", got)
+	span.End()
+	if got, other := len(clientSpans(sr.Ended())), len(clientSpans(callerSR.Ended())); got != 2 || other != 0 {
+		t.Errorf("%d attempt spans on the global tracer provider, %d on the caller's; want 2 and 0", got, other)
 	}
 	if _, sum := collect(t, reader).hist("retry.call.attempts", httpAttr); sum != 2 {
 		t.Errorf("attempts on the global meter provider = %v, want 2", sum)
@@ -411,12 +423,7 @@ func TestTransportNilBaseAndGlobalProviders(t *testing.T) {
 // traceparent or Retry-Attempt added to its headers).
 func TestTransportKeepsRequest(t *testing.T) {
 	withTraceContext(t)
-	rec := newRecorder(t, func(_ *http.Request, n int) int {
-		if n == 1 {
-			return http.StatusServiceUnavailable
-		}
-		return http.StatusOK
-	})
+	rec := newRecorder(t, firstFails(http.StatusServiceUnavailable))
 	st := newSetup(t, fastHTTP(3))
 	rt, tp := st.rt, st.tp
 	ctx, parent := tp.Tracer("test").Start(context.Background(), "caller")
@@ -505,5 +512,35 @@ func TestTransportNotRetriedPOST(t *testing.T) {
 	}
 	if v, total := m.counter("retry.call.gave_up", httpAttr, reasonAttr("permanent")); v != 1 || total != 1 {
 		t.Errorf("gave_up{permanent} = %d (all %d), want 1", v, total)
+	}
+}
+
+// A Retry-Attempt header already in the caller's request (a proxy's copy
+// of its inbound headers) does not make the first attempt a resend.
+func TestTransportCallerAttemptHeader(t *testing.T) {
+	withTraceContext(t)
+	rec := newRecorder(t, firstFails(http.StatusServiceUnavailable))
+	st := newSetup(t, fastHTTP(3))
+	req, _ := http.NewRequest(http.MethodGet, rec.srv.URL, nil)
+	req.Header.Set(retryhttp.HeaderAttempt, "3")
+	resp, err := st.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	spans := clientSpans(st.sr.Ended())
+	if len(spans) != 2 {
+		t.Fatalf("%d attempt spans, want 2", len(spans))
+	}
+	var counts []int64
+	for _, s := range spans {
+		if n, ok := resendCount(s); ok {
+			counts = append(counts, n)
+		} else {
+			counts = append(counts, 0)
+		}
+	}
+	if !slices.Equal(counts, []int64{0, 1}) {
+		t.Errorf("http.request.resend_count %v (0: absent); want absent, then 1", counts)
 	}
 }
