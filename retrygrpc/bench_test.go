@@ -12,10 +12,12 @@ import (
 )
 
 // BenchmarkUnary compares a successful unary call over loopback without
-// and with the interceptor (DialOptions with the zero Policy).
+// and with the interceptor (DialOptions with the zero Policy), and with a
+// bare call that asks for the headers and the trailer as the interceptor
+// does.
 func BenchmarkUnary(b *testing.B) {
 	s := &echoServer{}
-	var md metadata.MD
+	var hd, md metadata.MD
 	for _, bc := range []struct {
 		name  string
 		dopts []grpc.DialOption
@@ -23,6 +25,7 @@ func BenchmarkUnary(b *testing.B) {
 	}{
 		{"bare", nil, nil},
 		{"bare-trailer", nil, []grpc.CallOption{grpc.Trailer(&md)}},
+		{"bare-header-trailer", nil, []grpc.CallOption{grpc.Header(&hd), grpc.Trailer(&md)}},
 		{"retrygrpc", retrygrpc.DialOptions(retry.Policy{}), nil},
 	} {
 		b.Run(bc.name, func(b *testing.B) {

@@ -16,12 +16,14 @@ import (
 // Metadata keys of gRFC A6 that the interceptors send and read.
 const (
 	// HeaderPreviousAttempts is sent on every retry with the number of
-	// earlier attempts of the same call ("1" on the first retry); a first
-	// attempt does not carry it.
+	// earlier attempts of the same call that were sent ("1" on the first
+	// retry; an attempt that the Throttle rejected is not counted); a
+	// first attempt does not carry it.
 	HeaderPreviousAttempts = "grpc-previous-rpc-attempts"
 	// TrailerPushback is the trailer in which a server says how long to
 	// wait before retrying, in milliseconds; a negative or malformed value
-	// means "do not retry".
+	// means "do not retry", which the interceptors pass on to enclosing
+	// retry layers by returning a *retry.Error.
 	TrailerPushback = "grpc-retry-pushback-ms"
 )
 
@@ -32,6 +34,12 @@ const (
 type attemptError struct {
 	err  error
 	code codes.Code
+	// refused: the code is one that is retried, but the server's answer
+	// forbids a retry (a "do not retry" pushback, or response headers,
+	// which commit the call). Enclosing retry layers, which cannot see
+	// the trailer or the headers, must not retry it either: result keeps
+	// the *retry.Error for them.
+	refused bool
 }
 
 func (e *attemptError) Error() string { return e.err.Error() }
@@ -45,8 +53,11 @@ func (e *attemptError) Overloaded() bool {
 
 // classify turns the error of an attempt into what the retry loop should
 // see: a retryable error (perhaps with a server delay through retry.After)
-// or a retry.Permanent one. ctx is the caller's context.
-func (c *config) classify(ctx context.Context, p *retry.Policy, err error, trailer metadata.MD) error {
+// or a retry.Permanent one. ctx is the caller's context; headers reports
+// that the attempt received response headers, which commit the call (gRFC
+// A6: only an attempt that got none, a trailers-only response or no
+// response at all, may be retried).
+func (c *config) classify(ctx context.Context, p *retry.Policy, err error, trailer metadata.MD, headers bool) error {
 	code := status.Code(err)
 	e := &attemptError{err: err, code: code}
 	if ctx.Err() != nil {
@@ -55,17 +66,31 @@ func (c *config) classify(ctx context.Context, p *retry.Policy, err error, trail
 	if !c.retriesCode(code) && !(code == codes.DeadlineExceeded && p.AttemptTimeout > 0) {
 		return retry.Permanent(e)
 	}
+	if headers {
+		// The server's application answered: it may have applied the
+		// call, and the error may be the client's own (a response over
+		// MaxCallRecvMsgSize gives RESOURCE_EXHAUSTED).
+		e.refused = true
+		return retry.Permanent(e)
+	}
 	d, hint, stop := serverDelay(err, trailer)
 	switch {
 	case stop:
+		e.refused = true
 		return retry.Permanent(e)
 	case !hint || c.maxServerDelay < 0:
 		return e
-	case d > c.maxServerDelay:
-		return retry.Permanent(e) // more than we honour: give the error back now
+	case d > c.maxServerDelay || d == maxDuration:
+		// More than we honour, or more than a Duration holds (the parsers
+		// saturate), which is beyond any cap: give the error back now.
+		return retry.Permanent(e)
 	}
 	return retry.After(e, addJitter(d))
 }
+
+// maxDuration is the longest time.Duration, about 292 years: where
+// ParsePushback and RetryInfo's AsDuration saturate.
+const maxDuration = time.Duration(1<<63 - 1)
 
 // serverDelay reads the server's wait from the pushback trailer and the
 // RetryInfo detail of err's status, taking the larger when both are there.
@@ -86,7 +111,7 @@ func serverDelay(err error, trailer metadata.MD) (d time.Duration, hint, stop bo
 
 // maxPushbackMillis bounds the parsed value so that the conversion to a
 // time.Duration cannot overflow.
-const maxPushbackMillis = int64(1<<63-1) / int64(time.Millisecond)
+const maxPushbackMillis = int64(maxDuration / time.Millisecond)
 
 // ParsePushback parses a grpc-retry-pushback-ms value (gRFC A6): a
 // non-negative decimal integer of milliseconds, returned with ok true.
@@ -109,7 +134,7 @@ func ParsePushback(v string) (d time.Duration, ok bool) {
 		n = n*10 + int64(ch-'0')
 	}
 	if n > maxPushbackMillis {
-		return time.Duration(1<<63 - 1), true
+		return maxDuration, true
 	}
 	return time.Duration(n) * time.Millisecond, true
 }
@@ -149,9 +174,11 @@ func addJitter(d time.Duration) time.Duration {
 // the loop stopped after the first attempt without retrying anything
 // (status not retried, caller's context ended, an inner layer already gave
 // up), the attempt's own error is returned unchanged, exactly as without
-// the interceptor. Otherwise the *retry.Error is returned: it wraps the
-// last status (status.Code and status.FromError see it) and tells enclosing
-// retry loops not to retry again.
+// the interceptor. Otherwise, and when the server's answer refused a retry
+// that the code allowed (a "do not retry" pushback, response headers), the
+// *retry.Error is returned: it wraps the last status (status.Code and
+// status.FromError see it) and tells enclosing retry loops (retry.Do,
+// retrygax, another interceptor) not to retry again.
 func result(err error) error {
 	if err == nil {
 		return nil
@@ -163,11 +190,41 @@ func result(err error) error {
 	switch re.Reason {
 	case retry.ReasonPermanent, retry.ReasonExhausted, retry.ReasonContext:
 		var ae *attemptError
-		if errors.As(re.Err, &ae) {
+		if errors.As(re.Err, &ae) && !ae.refused {
 			return ae.err
 		}
 	}
 	return err
+}
+
+// refused reports whether err, a classified attempt error, is one whose
+// retry the server's answer refused (see attemptError.refused).
+func refused(err error) bool {
+	var ae *attemptError
+	return errors.As(err, &ae) && ae.refused
+}
+
+// recordThrottle tells t the outcome of an attempt that t.Allow let
+// through, by the rule retry.Do applies: a nil err is accepted; an err
+// that wraps retry.ErrThrottled (rejected locally below) is not counted;
+// otherwise t's ThrottleConfig.Accepted decides when set, and the default
+// rule (overload: UNAVAILABLE, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED)
+// when not. err is the attempt's error as retry.Do would see it: wrapped
+// in an *attemptError.
+func recordThrottle(t *retry.Throttle, err error) {
+	if err == nil {
+		t.Record(true)
+		return
+	}
+	if errors.Is(err, retry.ErrThrottled) {
+		return
+	}
+	if accepted := t.Config().Accepted; accepted != nil {
+		t.Record(accepted(err))
+		return
+	}
+	var ae *attemptError
+	t.Record(!(errors.As(err, &ae) && ae.Overloaded()))
 }
 
 // original returns the error an attempt got from grpc, without the

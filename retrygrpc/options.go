@@ -31,8 +31,10 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 // WithCodes replaces the set of status codes that are retried (by default
-// UNAVAILABLE and RESOURCE_EXHAUSTED, which say that the server did not
-// process the call). For example, for methods that are safe to repeat,
+// UNAVAILABLE and RESOURCE_EXHAUSTED, with which a server refuses a call it
+// did not process; grpc-go also reports UNAVAILABLE for a connection lost
+// before the answer came, which may be after the server applied the call:
+// see WithMethods). For example, for methods that are safe to repeat,
 // WithCodes(codes.Unavailable, codes.ResourceExhausted, codes.Internal,
 // codes.Unknown) adds the gRPC counterparts of HTTP 500. DEADLINE_EXCEEDED
 // is retried whatever the set when the policy has an AttemptTimeout and the
@@ -54,8 +56,14 @@ func WithCodes(cs ...codes.Code) Option {
 // method argument); every other method is called once, as without the
 // interceptor. Without it every method is retried. gRPC has no notion of
 // idempotent methods: use WithMethods to name the ones that are safe to
-// repeat whenever WithCodes adds codes (such as INTERNAL or UNKNOWN) after
-// which the server may have applied the call. Calling it again adds names.
+// repeat. The default codes do not guarantee that the server did not apply
+// the call: a connection lost after the server applied it, before any
+// response headers came back, gives UNAVAILABLE ("error reading from
+// server: EOF"), which is retried (as gRFC A6 and grpc-go's own retry
+// do). So use it whenever the connection also serves methods that must not
+// run twice (a create, a transfer, a send), and whenever WithCodes adds
+// codes (such as INTERNAL or UNKNOWN) after which the server may have
+// applied the call. Calling it again adds names.
 func WithMethods(fullMethods ...string) Option {
 	return optionFunc(func(c *config) {
 		if c.methods == nil {
@@ -69,10 +77,12 @@ func WithMethods(fullMethods ...string) Option {
 
 // WithMaxServerDelay sets the longest wait honoured from a server's
 // grpc-retry-pushback-ms trailer or google.rpc.RetryInfo detail; a server
-// that asks for more gets its error returned at once. Zero means
-// DefaultMaxServerDelay (5 min); negative means server delays are ignored
-// and the policy's own waits are used (a negative or malformed pushback,
-// which means "do not retry", is still obeyed).
+// that asks for more gets its error returned at once, and so does one that
+// asks for more than a time.Duration holds (ParsePushback saturates), even
+// with d = math.MaxInt64. Zero means DefaultMaxServerDelay (5 min);
+// negative means server delays are ignored and the policy's own waits are
+// used (a negative or malformed pushback, which means "do not retry", is
+// still obeyed).
 func WithMaxServerDelay(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.maxServerDelay = d })
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -149,11 +150,30 @@ func serve(t testing.TB, s *echoServer, dopts ...grpc.DialOption) *grpc.ClientCo
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveOn(t, lis, lis.Addr().String(), s, dopts)
+}
+
+// serveInBubble is serve over an in-memory connection (grpc's bufconn),
+// for tests inside a testing/synctest bubble: its fake clock advances only
+// while every goroutine of the bubble is blocked on the bubble's own
+// channels, timers or conditions, which a read on a TCP socket is not. It
+// must be called inside the bubble; the cleanup runs there too.
+func serveInBubble(t *testing.T, s *echoServer, dopts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	lis := bufconn.Listen(1 << 16)
+	dial := func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }
+	return serveOn(t, lis, "passthrough:///bufconn", s, append([]grpc.DialOption{grpc.WithContextDialer(dial)}, dopts...))
+}
+
+// serveOn serves s on lis and returns a connection to target made with
+// dopts (insecure credentials are added); both stop at the end of the test.
+func serveOn(t testing.TB, lis net.Listener, target string, s *echoServer, dopts []grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
 	srv := grpc.NewServer()
 	srv.RegisterService(&echoDesc, s)
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Serve(lis) }()
-	cc, err := grpc.NewClient(lis.Addr().String(), append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, dopts...)...)
+	cc, err := grpc.NewClient(target, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, dopts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

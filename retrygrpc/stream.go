@@ -20,16 +20,29 @@ import (
 // methods and server delays of opts, as UnaryClientInterceptor does.
 //
 // A stream commits (gRFC A6) when the first response message or the
-// server's response headers arrive, or when the request messages sent so
-// far no longer fit in the replay buffer (WithMaxBuffer, 256 KiB by
-// default; a message that is not a proto.Message also commits). Until
-// then, each message the client sends is kept (a proto.Clone, so the
-// caller may reuse it) and a retry opens a new stream, sends them again in
-// order, and closes the send side if the client had; after it, errors are
-// returned as they come, so the application never sees a response twice.
-// Retries happen inside NewStream (when opening fails), RecvMsg and
-// Header. p.AttemptTimeout does not apply to streams (their length is the
-// application's): bound them with the context.
+// server's response headers arrive, when the request messages sent so far
+// no longer fit in the replay buffer (WithMaxBuffer, 256 KiB by default; a
+// message that is not a proto.Message also commits), or when SendMsg fails
+// with an error other than io.EOF: grpc-go then ended the stream on the
+// client (a message larger than grpc.MaxCallSendMsgSize, say), and that
+// error is returned by SendMsg, and by RecvMsg after it, as without the
+// interceptor. Until the stream commits, each message the client sends is
+// kept (a proto.Clone, so the caller may reuse it) and a retry opens a new
+// stream, sends them again in order, and closes the send side if the
+// client had; after it, errors are returned as they come, so the
+// application never sees a response twice.
+//
+// Retries happen inside NewStream (when opening fails) and RecvMsg, never
+// inside Header: like grpc-go's, Header returns nil, nil when the current
+// attempt failed without headers, and the next RecvMsg reports the
+// failure and may retry; Header then returns the headers of the attempt
+// that replaced it. p.AttemptTimeout does not apply to streams (their
+// length is the application's): bound them with the context.
+//
+// grpc-previous-rpc-attempts counts the attempts sent, as on unary calls:
+// an attempt that the Throttle rejected was never sent and is not counted.
+// A "do not retry" pushback on the first failure gives a *retry.Error, as
+// on unary calls, so that enclosing retry loops do not retry it either.
 //
 // The loop is retry.Do's, started at the first failure with that failure
 // as its first attempt: MaxAttempts and MaxElapsed count from the start of
@@ -37,10 +50,12 @@ import (
 // stream that succeeds without a retry is counted by the Budget as a
 // first attempt when it commits; the Observer hears of streams only when
 // they fail). The Throttle is asked before each attempt and told each
-// attempt's outcome. When opening the stream failed and was retried, and
-// the stream then fails again before committing (in RecvMsg), a second
-// retry.Do continues with the attempts and time left: the Observer sees its attempts numbered from 1 again and
-// the Budget counts one more first attempt.
+// attempt's outcome, judged as retry.Do judges it (ThrottleConfig.Accepted
+// when set, the overload codes when not). When opening the stream failed
+// and was retried, and the stream then fails again before committing (in
+// RecvMsg), a second retry.Do continues with the attempts and time left:
+// the Observer sees its attempts numbered from 1 again and the Budget
+// counts one more first attempt.
 func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientInterceptor {
 	c := newConfig(opts)
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
@@ -54,6 +69,7 @@ func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientIn
 			ctx: ctx, c: c, p: p, desc: desc, cc: cc, method: method,
 			streamer: streamer, opts: callOpts, start: time.Now(),
 		}
+		s.sent.L = &s.mu
 		cs, err := s.open(ctx)
 		if err != nil {
 			if ctx.Err() != nil || retry.IsPermanent(err) {
@@ -79,13 +95,16 @@ type stream struct {
 	streamer grpc.Streamer
 	opts     []grpc.CallOption
 	start    time.Time
-	attempts int // attempts started, touched only by the goroutine retrying
+	attempts int // attempts made, sent or rejected by the Throttle; touched only by the goroutine retrying
+	previous int // attempts sent to the server, for HeaderPreviousAttempts; idem
 
 	mu         sync.Mutex
 	cur        grpc.ClientStream
 	committed  bool
-	recorded   bool // the current attempt's outcome was told to the Throttle
-	budgeted   bool // the stream was counted as a first attempt by a Budget
+	sending    bool      // a SendMsg is in flight, sent before the stream committed
+	sent       sync.Cond // on mu: signalled when that SendMsg returns
+	recorded   bool      // the current attempt's outcome was told to the Throttle
+	budgeted   bool      // the stream was counted as a first attempt by a Budget
 	buf        []proto.Message
 	bufSize    int
 	sendClosed bool
@@ -94,12 +113,13 @@ type stream struct {
 // open starts an attempt: asks the Throttle and opens a stream.
 func (s *stream) open(ctx context.Context) (grpc.ClientStream, error) {
 	s.attempts++
-	if s.attempts > 1 {
-		ctx = metadata.AppendToOutgoingContext(ctx, HeaderPreviousAttempts, strconv.Itoa(s.attempts-1))
-	}
 	if t := s.p.Throttle; t != nil && !t.Allow() {
-		return nil, retry.ErrThrottled
+		return nil, retry.ErrThrottled // not sent: not counted by the next HeaderPreviousAttempts
 	}
+	if s.previous > 0 {
+		ctx = metadata.AppendToOutgoingContext(ctx, HeaderPreviousAttempts, strconv.Itoa(s.previous))
+	}
+	s.previous++
 	s.mu.Lock()
 	s.recorded = false
 	s.mu.Unlock()
@@ -128,8 +148,11 @@ func (s *stream) record(err error) {
 		b.RecordAttempt()
 	}
 	if !done && t != nil {
-		ae := &attemptError{code: status.Code(err)}
-		t.Record(err == nil || err == io.EOF || !ae.Overloaded())
+		if err == nil || err == io.EOF {
+			recordThrottle(t, nil)
+		} else {
+			recordThrottle(t, &attemptError{err: err, code: status.Code(err)})
+		}
 	}
 }
 
@@ -141,7 +164,7 @@ func (s *stream) failed(cs grpc.ClientStream, err error) error {
 	if cs != nil {
 		trailer = cs.Trailer()
 	}
-	return s.c.classify(s.ctx, &s.p, err, trailer)
+	return s.c.classify(s.ctx, &s.p, err, trailer, false) // callers check the headers
 }
 
 // episode retries after the attempt that failed with ferr (already
@@ -186,8 +209,9 @@ func (s *stream) episode(ferr error, probe func(grpc.ClientStream) error) (grpc.
 		s.replay(cs)
 		if probe != nil {
 			if err := probe(cs); err != nil {
+				committed := s.settle()
 				ferr := s.failed(cs, err)
-				if _, committed := s.current(); committed {
+				if committed {
 					return retry.Permanent(ferr)
 				}
 				return ferr
@@ -230,8 +254,24 @@ func (s *stream) current() (grpc.ClientStream, bool) {
 	return s.cur, s.committed
 }
 
+// settle waits for a SendMsg in flight to return, and reports whether the
+// stream committed. It is called when RecvMsg failed on the current
+// attempt: a SendMsg that failed on the client ended that attempt, which
+// RecvMsg may see before SendMsg returns and commits. The SendMsg in
+// flight is on that attempt or an earlier one, all ended, so it returns
+// without waiting for the network.
+func (s *stream) settle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.sending {
+		s.sent.Wait()
+	}
+	return s.committed
+}
+
 // SendMsg sends m on the current attempt, keeping a copy for replay until
-// the stream commits.
+// the stream commits. An error other than io.EOF, with which grpc-go ends
+// the stream on the client, commits it and is returned.
 func (s *stream) SendMsg(m any) error {
 	s.mu.Lock()
 	if s.committed {
@@ -251,9 +291,28 @@ func (s *stream) SendMsg(m any) error {
 		s.commitLocked()
 	}
 	cs := s.cur
+	s.sending = kept
 	s.mu.Unlock()
 	err := cs.SendMsg(m)
-	if err == io.EOF && kept {
+	if !kept {
+		return err
+	}
+	s.mu.Lock()
+	s.sending = false
+	local := err != nil && err != io.EOF
+	if local {
+		// grpc-go refused m on the client and ended the attempt (grpc-go
+		// turns transport errors into io.EOF): retrying would replay m
+		// into the same failure, or send the server what this attempt
+		// never could.
+		s.commitLocked()
+	}
+	s.sent.Broadcast()
+	s.mu.Unlock()
+	if local {
+		s.record(err)
+	}
+	if err == io.EOF {
 		// The attempt failed; RecvMsg will see why and may retry, sending
 		// m again.
 		return nil
@@ -285,6 +344,11 @@ func (s *stream) RecvMsg(m any) error {
 		s.record(err)
 		return err
 	}
+	if s.settle() {
+		// A concurrent SendMsg failed on the client and committed.
+		s.record(err)
+		return err
+	}
 	if md, _ := cs.Header(); md != nil {
 		// The server sent headers before failing: the call is committed.
 		s.commit()
@@ -292,10 +356,12 @@ func (s *stream) RecvMsg(m any) error {
 		return err
 	}
 	ferr := s.failed(cs, err)
-	if retry.IsPermanent(ferr) || s.ctx.Err() != nil {
+	if s.ctx.Err() != nil || retry.IsPermanent(ferr) && !refused(ferr) {
 		s.commit()
 		return err
 	}
+	// Retryable, or refused by the server: the loop retries the one and
+	// returns the other as a *retry.Error, for enclosing retry layers.
 	var recvErr error
 	_, rerr := s.episode(ferr, func(cs grpc.ClientStream) error {
 		err := cs.RecvMsg(m)

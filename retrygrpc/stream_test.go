@@ -1,6 +1,7 @@
 package retrygrpc_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -384,5 +386,264 @@ func TestStreamServerHints(t *testing.T) {
 				t.Fatalf("err = %v, want Unavailable", err)
 			}
 		})
+	}
+}
+
+// streamCounter is a stream interceptor placed under the retrying one: it
+// counts the attempts opened, on the client, as they happen.
+func streamCounter(n *atomic.Int32) grpc.DialOption {
+	return grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		n.Add(1)
+		return streamer(ctx, desc, cc, method, opts...)
+	})
+}
+
+// listenOnly reads the client's messages and answers nothing until the
+// client closes its side: the stream stays uncommitted.
+func listenOnly(_ int, st grpc.ServerStream) error {
+	for {
+		if err := st.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+			return nil
+		}
+	}
+}
+
+// recvFirst is a stream interceptor placed under the retrying one that
+// holds back the return of a SendMsg failing on the client until a
+// concurrent RecvMsg has seen the stream end (or a second has passed): the
+// order in which RecvMsg could take the failure for a retryable one.
+func recvFirst() grpc.DialOption {
+	return grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &recvFirstStream{ClientStream: cs, recvEnded: make(chan struct{})}, nil
+	})
+}
+
+type recvFirstStream struct {
+	grpc.ClientStream
+	recvEnded chan struct{}
+	once      sync.Once
+}
+
+func (r *recvFirstStream) RecvMsg(m any) error {
+	err := r.ClientStream.RecvMsg(m)
+	if err != nil {
+		r.once.Do(func() { close(r.recvEnded) })
+	}
+	return err
+}
+
+func (r *recvFirstStream) SendMsg(m any) error {
+	err := r.ClientStream.SendMsg(m)
+	if err != nil && err != io.EOF {
+		select {
+		case <-r.recvEnded:
+		case <-time.After(time.Second):
+		}
+	}
+	return err
+}
+
+// A message above grpc.MaxCallSendMsgSize makes grpc-go fail SendMsg on
+// the client and end the stream. That commits: SendMsg and RecvMsg return
+// grpc-go's error, as without the interceptor, and no new attempt replays
+// the messages (which would fail the same way, or reach a server that the
+// first attempt never reached). A RecvMsg in flight that sees the stream
+// end before SendMsg returns must not retry either.
+func TestStreamLocalSendFailureCommits(t *testing.T) {
+	for _, concurrent := range []bool{false, true} {
+		var attempts atomic.Int32
+		dopts := append(retrygrpc.DialOptions(fast), streamCounter(&attempts))
+		if concurrent {
+			dopts = append(dopts, recvFirst())
+		}
+		s := &echoServer{bidi: listenOnly}
+		cc := serve(t, s, dopts...)
+		cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi, grpc.MaxCallSendMsgSize(50))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recvErr := make(chan error, 1)
+		if concurrent {
+			go func() { recvErr <- cs.RecvMsg(new(wrapperspb.StringValue)) }()
+		}
+		if err := cs.SendMsg(wrapperspb.String("a")); err != nil {
+			t.Fatal(err)
+		}
+		serr := cs.SendMsg(wrapperspb.String(strings.Repeat("x", 100)))
+		if !concurrent {
+			recvErr <- cs.RecvMsg(new(wrapperspb.StringValue))
+		}
+		rerr := <-recvErr
+		for _, err := range []error{serr, rerr} {
+			if _, ok := err.(interface{ GRPCStatus() *status.Status }); !ok || status.Code(err) != codes.ResourceExhausted {
+				t.Fatalf("concurrent %v: SendMsg = %v, RecvMsg = %v; want grpc-go's RESOURCE_EXHAUSTED from both", concurrent, serr, rerr)
+			}
+		}
+		if n := attempts.Load(); n != 1 {
+			t.Fatalf("concurrent %v: %d attempts for a stream that failed on the client, want 1", concurrent, n)
+		}
+	}
+}
+
+// grpc-previous-rpc-attempts counts the attempts sent to the server, not
+// those the Throttle rejected, on streams as on unary calls. The server
+// makes the Throttle reject everything after its first failure (through
+// the fleet counts, which make the rejection probability exactly 1), and
+// the Observer lets attempts through again after two rejections; the
+// attempts sent then fail once more and succeed.
+func TestPreviousAttemptsSkipThrottled(t *testing.T) {
+	setup := func() (retry.Policy, *retry.Throttle) {
+		th, err := retry.NewThrottle(retry.ThrottleConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := fast
+		p.MaxAttempts = 6
+		p.Throttle = th
+		rejected := 0
+		p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+			if e.Kind == retry.EventRetry && errors.Is(e.Err, retry.ErrThrottled) {
+				if rejected++; rejected == 2 {
+					th.SetFleet(0, 1<<40) // accepts galore: probability 0
+				}
+			}
+		})
+		return p, th
+	}
+	rejectAll := func(th *retry.Throttle) { th.SetFleet(1<<60, 0) }
+	want := []string{"", "1", "2"}
+
+	p, th := setup()
+	su := &echoServer{unary: func(_ context.Context, n int, in string) (string, error) {
+		if n == 1 {
+			rejectAll(th)
+		}
+		if n <= 2 {
+			return "", status.Error(codes.Unavailable, "down")
+		}
+		return in, nil
+	}}
+	ccu := serve(t, su, retrygrpc.DialOptions(p)...)
+	if _, err := callUnary(t.Context(), ccu, methodUnary); err != nil {
+		t.Fatal(err)
+	}
+	if got := su.Previous(); !slices.Equal(got, want) {
+		t.Fatalf("unary: the attempts sent carried grpc-previous-rpc-attempts %q, want %q", got, want)
+	}
+
+	p, th = setup()
+	ss := &echoServer{bidi: func(n int, st grpc.ServerStream) error {
+		if n == 1 {
+			rejectAll(th)
+		}
+		if n <= 2 {
+			return status.Error(codes.Unavailable, "down")
+		}
+		return echoAll(st)
+	}}
+	ccs := serve(t, ss, retrygrpc.DialOptions(p)...)
+	cs, err := ccs.NewStream(t.Context(), bidiDesc, methodBidi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendAll(t, cs, "a")
+	if got, err := recvAll(cs); err != nil || !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("stream: got %q, %v", got, err)
+	}
+	if got := ss.Previous(); !slices.Equal(got, want) {
+		t.Fatalf("stream: the attempts sent carried grpc-previous-rpc-attempts %q, want %q", got, want)
+	}
+}
+
+// ThrottleConfig.Accepted decides what counts as accepted for streams as
+// for unary calls (retry.Do's rule): with a rule that accepts everything,
+// 20 UNAVAILABLE answers leave the rejection probability at 0.
+func TestThrottleAcceptedRule(t *testing.T) {
+	all := func(error) bool { return true }
+	var got []error
+	var mu sync.Mutex
+	seen := func(err error) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, err)
+		return true
+	}
+	for _, kind := range []string{"unary", "stream"} {
+		t.Run(kind, func(t *testing.T) {
+			for _, accepted := range []func(error) bool{all, seen} {
+				th, err := retry.NewThrottle(retry.ThrottleConfig{Accepted: accepted})
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := fast
+				p.MaxAttempts = 1
+				p.Throttle = th
+				s := &echoServer{
+					unary: failFirst(1000, status.Error(codes.Unavailable, "down")),
+					bidi: func(int, grpc.ServerStream) error {
+						return status.Error(codes.Unavailable, "down")
+					},
+				}
+				cc := serve(t, s, retrygrpc.DialOptions(p)...)
+				for range 20 {
+					if kind == "unary" {
+						callUnary(t.Context(), cc, methodUnary)
+						continue
+					}
+					cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
+					if err != nil {
+						t.Fatalf("NewStream: %v (rejection probability %v)", err, th.Probability())
+					}
+					sendAll(t, cs, "a")
+					recvAll(cs)
+				}
+				if pr := th.Probability(); pr != 0 {
+					t.Fatalf("rejection probability %v after 20 UNAVAILABLE that Accepted accepted, want 0", pr)
+				}
+			}
+			// The rule sees each attempt's error, and status.Code reads it.
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) != 20 || status.Code(got[0]) != codes.Unavailable || status.Code(got[19]) != codes.Unavailable {
+				t.Fatalf("Accepted saw %d errors %v, want 20 UNAVAILABLE", len(got), got)
+			}
+			got = nil
+		})
+	}
+}
+
+// Header never retries: on an attempt that failed without headers it
+// returns nil, nil, as grpc-go's does, and the server has seen one
+// attempt; the next RecvMsg retries, and Header then gives the headers of
+// the attempt that answered.
+func TestStreamHeaderDoesNotRetry(t *testing.T) {
+	rec := new(recorder)
+	fail := failAfterReading(rec, 1, 0, false, codes.Unavailable)
+	s := &echoServer{bidi: func(n int, st grpc.ServerStream) error {
+		if n > 1 {
+			st.SendHeader(metadata.Pairs("attempt", strconv.Itoa(n)))
+		}
+		return fail(n, st)
+	}}
+	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+	cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendAll(t, cs, "a")
+	md, err := cs.Header()
+	if md != nil || err != nil || s.Calls(methodBidi) != 1 {
+		t.Fatalf("Header() = %v, %v after %d attempts; want nil, nil after 1", md, err, s.Calls(methodBidi))
+	}
+	got, err := recvAll(cs)
+	if err != nil || !slices.Equal(got, []string{"a"}) || s.Calls(methodBidi) != 2 {
+		t.Fatalf("got %q, %v after %d attempts; want [a] after 2", got, err, s.Calls(methodBidi))
+	}
+	if md, err := cs.Header(); err != nil || !slices.Equal(md.Get("attempt"), []string{"2"}) {
+		t.Fatalf("Header() after the retry = %v, %v; want attempt 2's", md, err)
 	}
 }

@@ -20,22 +20,37 @@ import (
 // Retried: the codes of WithCodes (by default UNAVAILABLE and
 // RESOURCE_EXHAUSTED), and DEADLINE_EXCEEDED when p has an AttemptTimeout
 // and the caller's context is still alive; on the methods of WithMethods
-// (by default every method). A server's grpc-retry-pushback-ms trailer and
+// (by default every method); and only when the attempt received no
+// response headers (gRFC A6's commit rule, as in grpc-go's own retry: a
+// trailers-only response, or a failure before any response). Headers mean
+// that the server's application answered, so the call may have been
+// applied and the error may be the client's own: a response larger than
+// grpc.MaxCallRecvMsgSize fails with RESOURCE_EXHAUSTED after the server
+// ran the method. A server's grpc-retry-pushback-ms trailer and
 // google.rpc.RetryInfo detail set the least wait (capped, see
 // WithMaxServerDelay, plus a jitter of up to min(1 s, 10%)); a wait that
 // would pass the context's deadline or p.MaxElapsed ends the call at once.
 // p.Retryable, when set, is consulted after these rules, which it cannot
 // widen.
 //
-// The error: unchanged when no retry was made and none was refused (a code
-// that is not retried, the caller's context, an exhausted lower layer);
-// otherwise a *retry.Error wrapping the last attempt's status error, so
-// that status.Code(err) is the last attempt's code and enclosing retry
-// loops do not retry it again. An invalid p gives its validation error
-// without calling the method.
+// The error: the attempt's status error, unchanged, when the first
+// attempt's error itself ends the call (a code that is not retried, the
+// caller's context, an exhausted lower layer, a server wait beyond
+// WithMaxServerDelay); otherwise a *retry.Error wrapping the last
+// attempt's status error, so that status.Code(err) is the last attempt's
+// code and enclosing retry loops (retry.Do, retrygax, another interceptor)
+// do not retry it again. That is the case after retries, when a limit of
+// the loop refused the first retry (Budget, deadline, MaxElapsed), and
+// when the server's answer refused it: a "do not retry" pushback, or
+// response headers on a code that is otherwise retried (ReasonPermanent),
+// which the layers above cannot see. An invalid p gives its validation
+// error without calling the method.
 //
-// The first attempt is the caller's call with one extra call option (to
-// read the trailer) and allocates nothing more than the call itself.
+// The first attempt is the caller's call with two extra call options
+// (grpc.Header and grpc.Trailer, to read the headers and the trailer): the
+// interceptor allocates nothing of its own, and grpc-go copies the
+// response headers and the trailer for these options (see the package
+// documentation for the count).
 func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInterceptor {
 	c := newConfig(opts)
 	invalid := p.Validate()
@@ -54,7 +69,7 @@ func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInte
 		if len(callOpts) == 0 {
 			u.opts = u.only[:]
 		} else {
-			u.opts = append(append(u.buf[:0], callOpts...), u.trailerOpt)
+			u.opts = append(append(u.buf[:0], callOpts...), u.only[:]...)
 			u.buf = u.opts
 		}
 		var first error // the outcome of a first attempt made before retry.Do
@@ -73,7 +88,7 @@ func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInte
 				unaryPool.Put(u)
 				return first
 			}
-			first = c.classify(ctx, &p, first, u.trailer)
+			first = c.classify(ctx, &p, first, u.trailer, u.header != nil)
 		}
 		err := retry.Do(ctx, p, func(actx context.Context) error {
 			if first != nil {
@@ -85,12 +100,12 @@ func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInte
 			if n > 1 {
 				actx = metadata.AppendToOutgoingContext(actx, HeaderPreviousAttempts, strconv.Itoa(n-1))
 			}
-			u.trailer = nil
+			u.header, u.trailer = nil, nil
 			err := invoker(actx, method, req, reply, cc, u.opts...)
 			if err == nil {
 				return nil
 			}
-			return c.classify(ctx, &p, err, u.trailer)
+			return c.classify(ctx, &p, err, u.trailer, u.header != nil)
 		})
 		u.reset()
 		unaryPool.Put(u)
@@ -99,18 +114,23 @@ func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInte
 }
 
 // unaryCall holds what one unary call needs beyond its closure, pooled so
-// that the first attempt allocates nothing.
+// that the first attempt allocates nothing in the interceptor itself.
 type unaryCall struct {
-	trailer    metadata.MD
-	trailerOpt grpc.CallOption    // grpc.Trailer(&trailer), built once
-	only       [1]grpc.CallOption // {trailerOpt}: the options of a call that has none
-	buf        []grpc.CallOption  // reused for calls with options
-	opts       []grpc.CallOption  // the options of this call
+	// header is the attempt's response headers, nil when none arrived (a
+	// trailers-only response, or no stream at all): grpc-go sets it only
+	// when the server sent headers. An attempt that got headers is
+	// committed (gRFC A6) and not retried.
+	header metadata.MD
+	// trailer is the attempt's trailer, for grpc-retry-pushback-ms.
+	trailer metadata.MD
+	only    [2]grpc.CallOption // {grpc.Header(&header), grpc.Trailer(&trailer)}, built once
+	buf     []grpc.CallOption  // reused for calls with options
+	opts    []grpc.CallOption  // the options of this call
 }
 
 func (u *unaryCall) reset() {
-	u.trailer = nil
-	if len(u.opts) > 1 {
+	u.header, u.trailer = nil, nil
+	if len(u.opts) > len(u.only) {
 		clear(u.buf) // drop the caller's options
 		u.buf = u.buf[:0]
 	}
@@ -119,8 +139,7 @@ func (u *unaryCall) reset() {
 
 var unaryPool = sync.Pool{New: func() any {
 	u := new(unaryCall)
-	u.trailerOpt = grpc.Trailer(&u.trailer)
-	u.only[0] = u.trailerOpt
+	u.only = [2]grpc.CallOption{grpc.Header(&u.header), grpc.Trailer(&u.trailer)}
 	return u
 }}
 

@@ -3,9 +3,12 @@ package retrygrpc_test
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/retrykit/retry"
@@ -411,9 +414,11 @@ func TestInvalidPolicy(t *testing.T) {
 
 // The interceptor adds no allocation of its own to a successful call,
 // measured over a real loopback connection side by side with the bare
-// call. Reading the trailer (for grpc-retry-pushback-ms) makes grpc-go copy
-// the trailer metadata: that is compared with a bare call that asks for
-// the trailer too, and the difference from a plain bare call is logged.
+// call. Reading the response headers (for gRFC A6's commit rule) and the
+// trailer (for grpc-retry-pushback-ms) makes grpc-go copy both: that is
+// compared with a bare call that asks for both too, and the difference
+// from a plain bare call, which the package documentation states, is
+// checked and logged.
 func TestUnaryNoExtraAllocs(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("allocation counts: run without -short and -race")
@@ -428,11 +433,18 @@ func TestUnaryNoExtraAllocs(t *testing.T) {
 		}
 		return testing.AllocsPerRun(500, func() { callUnary(ctx, cc, methodUnary, opts...) })
 	}
-	var md metadata.MD
-	plain, withTrailer, b := measure(bare), measure(bare, grpc.Trailer(&md)), measure(wrapped)
-	t.Logf("allocs per call: bare %.1f, bare with grpc.Trailer %.1f, with interceptor %.1f", plain, withTrailer, b)
-	if b > withTrailer+0.5 {
-		t.Fatalf("interceptor adds %.1f allocations per successful call beyond grpc's trailer copy", b-withTrailer)
+	var header, trailer metadata.MD
+	plain := measure(bare)
+	withBoth := measure(bare, grpc.Header(&header), grpc.Trailer(&trailer))
+	b := measure(wrapped)
+	t.Logf("allocs per call: bare %.1f, bare with grpc.Header and grpc.Trailer %.1f, with interceptor %.1f", plain, withBoth, b)
+	if b > withBoth+0.5 {
+		t.Fatalf("interceptor adds %.1f allocations per successful call beyond grpc's header and trailer copies", b-withBoth)
+	}
+	// doc.go: "5 allocations more than a bare call": grpc-go's copies of
+	// the headers and the trailer of this echo service.
+	if d := b - plain; d < 4.5 || d > 5.5 {
+		t.Fatalf("interceptor call makes %.1f allocations more than a bare call; doc.go says 5", d)
 	}
 }
 
@@ -479,4 +491,136 @@ func TestUnaryCallerCancelDuringFirstAttempt(t *testing.T) {
 			t.Fatalf("server saw %d attempts, want 1", got)
 		}
 	}
+}
+
+// gRFC A6's commit rule: an attempt that received response headers is not
+// retried, whatever its code, since the server's application answered and
+// may have applied the call. A response over grpc.MaxCallRecvMsgSize is
+// the case that matters: grpc-go fails it on the client with
+// RESOURCE_EXHAUSTED, a default retried code, after the method ran. The
+// error tells enclosing retry loops not to retry it either.
+func TestUnaryNotRetriedAfterHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		unary func(context.Context, int, string) (string, error)
+		opts  []grpc.CallOption
+		code  codes.Code
+	}{
+		{"response over MaxCallRecvMsgSize", func(context.Context, int, string) (string, error) {
+			return strings.Repeat("x", 1000), nil // applied, then refused by the client
+		}, []grpc.CallOption{grpc.MaxCallRecvMsgSize(100)}, codes.ResourceExhausted},
+		{"headers then UNAVAILABLE", func(ctx context.Context, _ int, _ string) (string, error) {
+			if err := grpc.SendHeader(ctx, metadata.Pairs("x", "y")); err != nil {
+				return "", err
+			}
+			return "", status.Error(codes.Unavailable, "after headers")
+		}, nil, codes.Unavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, p := range []retry.Policy{fast, {Initial: time.Millisecond, MaxAttempts: 4, MaxElapsed: time.Minute}} {
+				s := &echoServer{unary: tc.unary}
+				cc := serve(t, s, retrygrpc.DialOptions(p)...)
+				var calls int
+				err := retry.Do(t.Context(), fast, func(ctx context.Context) error {
+					calls++
+					_, err := callUnary(ctx, cc, methodUnary, tc.opts...)
+					return err
+				})
+				if got := s.Calls(methodUnary); got != 1 || calls != 1 {
+					t.Fatalf("policy %+v: the method ran %d times, retry.Do above made %d calls; want 1 and 1 (err %v)", p, got, calls, err)
+				}
+				if status.Code(err) != tc.code || !retry.IsExhausted(err) {
+					t.Fatalf("policy %+v: err = %v, want %v marked as given up on", p, err, tc.code)
+				}
+			}
+		})
+	}
+}
+
+// A server's "do not retry" (a negative pushback) reaches enclosing retry
+// loops, which cannot read the trailer: the error says a retry layer gave
+// up, and status.Code still gives the server's code.
+func TestPushbackStopTellsEnclosingLoops(t *testing.T) {
+	s := &echoServer{unary: withPushback(100, "-1")}
+	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+	calls := 0
+	err := retry.Do(t.Context(), fast, func(ctx context.Context) error {
+		calls++
+		_, err := callUnary(ctx, cc, methodUnary)
+		return err
+	})
+	if got := s.Calls(methodUnary); got != 1 || calls != 1 {
+		t.Fatalf("server saw %d attempts, retry.Do made %d calls; want 1 and 1 (err %v)", got, calls, err)
+	}
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable || status.Code(err) != codes.Unavailable || !retry.IsExhausted(err) {
+		t.Fatalf("err = %v, want Unavailable marked as given up on", err)
+	}
+
+	// The stream interceptor: a stream opened under retry.Do.
+	s2 := &echoServer{bidi: func(_ int, st grpc.ServerStream) error {
+		st.SetTrailer(metadata.Pairs("grpc-retry-pushback-ms", "-1"))
+		return status.Error(codes.Unavailable, "go away")
+	}}
+	cc2 := serve(t, s2, retrygrpc.DialOptions(fast)...)
+	calls = 0
+	err = retry.Do(t.Context(), fast, func(ctx context.Context) error {
+		calls++
+		cs, err := cc2.NewStream(ctx, bidiDesc, methodBidi)
+		if err != nil {
+			return err
+		}
+		sendAll(t, cs, "a")
+		_, err = recvAll(cs)
+		return err
+	})
+	if got := s2.Calls(methodBidi); got != 1 || calls != 1 {
+		t.Fatalf("stream: server saw %d attempts, retry.Do made %d calls; want 1 and 1 (err %v)", got, calls, err)
+	}
+	if status.Code(err) != codes.Unavailable || !retry.IsExhausted(err) {
+		t.Fatalf("stream: err = %v, want Unavailable marked as given up on", err)
+	}
+}
+
+// A server delay too large for a time.Duration (the parsers saturate at
+// math.MaxInt64) is beyond any cap, WithMaxServerDelay(math.MaxInt64)
+// included: the call ends at once instead of waiting 292 years. The
+// bubble's fake clock would let such a wait pass in an instant, so the
+// test looks at it.
+func TestSaturatedServerDelayEndsTheCall(t *testing.T) {
+	const huge = "99999999999999999999999" // ms: far beyond a Duration
+	opts := []retrygrpc.Option{retrygrpc.WithMaxServerDelay(math.MaxInt64)}
+	t.Run("unary", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := &echoServer{unary: withPushback(1, huge)}
+			cc := serveInBubble(t, s, retrygrpc.DialOptions(fast, opts...)...)
+			start := time.Now()
+			_, err := callUnary(t.Context(), cc, methodUnary)
+			if took, got := time.Since(start), s.Calls(methodUnary); took > time.Second || got != 1 || status.Code(err) != codes.Unavailable {
+				t.Fatalf("server saw %d attempts in %v (fake time), err %v; want 1 at once, Unavailable", got, took, err)
+			}
+		})
+	})
+	t.Run("stream", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := &echoServer{bidi: func(n int, st grpc.ServerStream) error {
+				if n > 1 {
+					return echoAll(st)
+				}
+				st.SetTrailer(metadata.Pairs("grpc-retry-pushback-ms", huge))
+				return status.Error(codes.Unavailable, "pushed back")
+			}}
+			cc := serveInBubble(t, s, retrygrpc.DialOptions(fast, opts...)...)
+			start := time.Now()
+			cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sendAll(t, cs, "a")
+			_, err = recvAll(cs)
+			if took, got := time.Since(start), s.Calls(methodBidi); took > time.Second || got != 1 || status.Code(err) != codes.Unavailable {
+				t.Fatalf("server saw %d attempts in %v (fake time), err %v; want 1 at once, Unavailable", got, took, err)
+			}
+		})
+	})
 }
