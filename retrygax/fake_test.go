@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -32,13 +33,18 @@ const instanceName = "projects/p/locations/us-central1/instances/cache"
 type fakeRedis struct {
 	redispb.UnimplementedCloudRedisServer
 	script func(n int) error
-	calls  atomic.Int32
+	// trailer, when set, is sent with every error that script returns.
+	trailer metadata.MD
+	calls   atomic.Int32
 }
 
 func (f *fakeRedis) GetInstance(ctx context.Context, req *redispb.GetInstanceRequest) (*redispb.Instance, error) {
 	n := int(f.calls.Add(1))
 	if f.script != nil {
 		if err := f.script(n); err != nil {
+			if f.trailer != nil {
+				grpc.SetTrailer(ctx, f.trailer)
+			}
 			return nil, err
 		}
 	}

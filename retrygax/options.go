@@ -23,8 +23,15 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 // WithCodes replaces the gRPC status codes that are retried (by default
-// UNAVAILABLE and RESOURCE_EXHAUSTED, which say the server did not process
-// the call). OK and codes outside 0..16 are ignored.
+// UNAVAILABLE and RESOURCE_EXHAUSTED, with which a server refuses a call it
+// did not process). The client reports them too, possibly after the
+// server applied the call: UNAVAILABLE for a connection lost before the
+// answer came, RESOURCE_EXHAUSTED for a response larger than
+// grpc.MaxCallRecvMsgSize. gax shows a Retryer neither the response
+// headers nor the connection, so WithPolicy retries both; over
+// retrygrpc.DialOptions the response over the limit is not retried (see
+// WithPolicy). Put WithPolicy on the methods that are safe to repeat. OK
+// and codes outside 0..16 are ignored.
 func WithCodes(cs ...codes.Code) Option {
 	return optionFunc(func(c *config) {
 		c.codes, c.codesSet = 0, true

@@ -27,7 +27,12 @@ import (
 // wait, capped (WithMaxServerDelay) and jittered as in retryhttp. An
 // error that a lower retrykit layer already gave up on (a *retry.Error, or
 // a REST response carrying retryhttp.HeaderExhausted) is not retried
-// unless p.RetryExhausted.
+// unless p.RetryExhausted. retrygrpc's interceptors also return a
+// *retry.Error, after one attempt, when the server's answer refused a
+// retry in what WithPolicy cannot see: a grpc-retry-pushback-ms trailer
+// saying "do not retry", or response headers (the call is committed: a
+// response larger than grpc.MaxCallRecvMsgSize fails with
+// RESOURCE_EXHAUSTED after the server ran the method).
 //
 // Replace, do not add to, the client's own retry settings, method by
 // method, so that exactly one layer retries:
@@ -53,13 +58,15 @@ import (
 // EventBudgetRefused and EventDone (with the *retry.Error it would have
 // returned) as retry.Do tells them, with context.Background(); EventAttempt
 // of a retry is reported when the retry is granted, before its wait. A
-// successful end (EventDone with a nil Err) and the Throttle's count of
-// accepted attempts are reported through grpc.OnFinish, which this option
-// adds to the call's gRPC options when p has an Observer or a Throttle:
-// on a REST transport, and when a later gax.WithGRPCOptions replaces the
-// gRPC options, successes are not seen (put the Throttle on the REST
-// client's HTTP transport instead: a retryhttp.Transport with
-// MaxAttempts 1).
+// successful end (EventDone with a nil Err) and each attempt's outcome for
+// the Throttle (judged as retry.Do judges it: by ThrottleConfig.Accepted
+// when set, otherwise UNAVAILABLE, RESOURCE_EXHAUSTED and
+// DEADLINE_EXCEEDED are rejections) are reported through grpc.OnFinish,
+// which this option adds to the call's gRPC options when p has an
+// Observer or a Throttle: on a REST transport, and when a later
+// gax.WithGRPCOptions replaces the gRPC options, they are not seen (put
+// the Throttle on the REST client's HTTP transport instead: a
+// retryhttp.Transport with MaxAttempts 1).
 //
 // An invalid p (see p.Validate) retries nothing.
 func WithPolicy(p retry.Policy, opts ...Option) gax.CallOption {
@@ -118,8 +125,7 @@ type retryer struct {
 func (r *retryer) finish(err error) {
 	p := &r.o.p
 	if p.Throttle != nil {
-		c := status.Code(err)
-		p.Throttle.Record(err == nil || !(c == codes.Unavailable || c == codes.ResourceExhausted || c == codes.DeadlineExceeded))
+		recordThrottle(p.Throttle, err)
 	}
 	if err == nil && p.Observer != nil {
 		p.Observer.Observe(context.Background(), retry.Event{Kind: retry.EventDone, Attempt: r.n, MaxAttempts: r.o.maxAttempts, Waited: r.waited})
@@ -198,6 +204,25 @@ func (r *retryer) emit(e retry.Event) {
 		e.MaxAttempts = r.o.maxAttempts
 		obs.Observe(context.Background(), e)
 	}
+}
+
+// recordThrottle tells t the outcome of a gRPC attempt, err being grpc's
+// error for it, by the rule retry.Do applies: a nil err is accepted;
+// otherwise t's ThrottleConfig.Accepted decides when set, and the default
+// rule when not: UNAVAILABLE, RESOURCE_EXHAUSTED and DEADLINE_EXCEEDED are
+// overload, as judge says (retry.Do's rule sees the same through
+// retrygrpc's errors).
+func recordThrottle(t *retry.Throttle, err error) {
+	if err == nil {
+		t.Record(true)
+		return
+	}
+	if accepted := t.Config().Accepted; accepted != nil {
+		t.Record(accepted(err))
+		return
+	}
+	c := status.Code(err)
+	t.Record(!(c == codes.Unavailable || c == codes.ResourceExhausted || c == codes.DeadlineExceeded))
 }
 
 func addSat(a, b time.Duration) time.Duration {

@@ -16,7 +16,9 @@ import (
 	"github.com/retrykit/retry/retrygax"
 	"github.com/retrykit/retry/retrygrpc"
 	"github.com/retrykit/retry/retryhttp"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -379,5 +381,71 @@ func TestThrottleRejectsRetries(t *testing.T) {
 	want := []string{"attempt", "retry", "throttled", "retry", "throttled", "done"}
 	if !slices.Equal(kinds, want) {
 		t.Fatalf("events = %v, want %v", kinds, want)
+	}
+}
+
+// The server says "do not retry" (grpc-retry-pushback-ms: -1, gRFC A6) in
+// a trailer that gax does not pass on: retrygrpc under WithPolicy must
+// tell it, so that stacking the layers, as recommended, still makes one
+// call, as retrygrpc alone does.
+func TestGRPCStackedPushbackStop(t *testing.T) {
+	for _, stacked := range []bool{false, true} {
+		f := &fakeRedis{
+			script:  failing(100, status.Error(codes.Unavailable, "go away")),
+			trailer: metadata.Pairs("grpc-retry-pushback-ms", "-1"),
+		}
+		c := grpcClient(t, f, retrygrpc.DialOptions(fast)...)
+		if stacked {
+			c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(fast)}
+		}
+		_, err := getInstance(t.Context(), c)
+		if n := f.calls.Load(); n != 1 || status.Code(err) != codes.Unavailable {
+			t.Fatalf("stacked %v: server saw %d calls, err %v; want 1, Unavailable", stacked, n, err)
+		}
+	}
+}
+
+// A response larger than the client's grpc.MaxCallRecvMsgSize fails with
+// RESOURCE_EXHAUSTED, a retried code, after the server ran the method:
+// retrygrpc does not retry it (response headers arrived) and says so to
+// WithPolicy above it.
+func TestGRPCStackedCommittedNotRetried(t *testing.T) {
+	f := &fakeRedis{}
+	c := grpcClient(t, f, retrygrpc.DialOptions(fast)...)
+	c.CallOptions.GetInstance = []gax.CallOption{
+		retrygax.WithPolicy(fast),
+		gax.WithGRPCOptions(grpc.MaxCallRecvMsgSize(10)),
+	}
+	_, err := getInstance(t.Context(), c)
+	if n := f.calls.Load(); n != 1 || status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("server saw %d calls, err %v; want 1, ResourceExhausted", n, err)
+	}
+}
+
+// ThrottleConfig.Accepted decides what counts as accepted, as in retry.Do:
+// with a rule that accepts everything, 20 UNAVAILABLE answers leave the
+// rejection probability at 0. The rule sees grpc's error for each attempt.
+func TestThrottleAcceptedRule(t *testing.T) {
+	var seen atomic.Int32
+	th, err := retry.NewThrottle(retry.ThrottleConfig{Accepted: func(err error) bool {
+		if status.Code(err) == codes.Unavailable {
+			seen.Add(1)
+		}
+		return true
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeRedis{script: failing(1000, status.Error(codes.Unavailable, "down"))}
+	c := grpcClient(t, f)
+	p := fast
+	p.MaxAttempts = 1
+	p.Throttle = th
+	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+	for range 20 {
+		getInstance(t.Context(), c)
+	}
+	if pr, n := th.Probability(), seen.Load(); pr != 0 || n != 20 {
+		t.Fatalf("rejection probability %v after 20 UNAVAILABLE that Accepted accepted, Accepted saw %d; want 0 and 20", pr, n)
 	}
 }
