@@ -9,6 +9,7 @@ import (
 	"github.com/retrykit/retry"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -21,7 +22,12 @@ import (
 // them), and REST errors (*googleapi.Error, also inside an
 // *apierror.APIError) whose status retryhttp.DefaultRetryStatus accepts:
 // 408, 429 and 5xx except 501, 505 and 511 (WithHTTPStatus replaces the
-// rule). Other errors, including network errors that gax reports without
+// rule). A gRPC attempt that received response headers is not retried
+// (gRFC A6's commit rule: the server's application answered, and a
+// response larger than grpc.MaxCallRecvMsgSize fails with
+// RESOURCE_EXHAUSTED after the method ran); WithPolicy adds grpc.Header to
+// the call's gRPC options to see them, so put any gax.WithGRPCOptions
+// before it, since gax replaces the gRPC options. Other errors, including network errors that gax reports without
 // a status, end the call, as gax's own Retryers do. A google.rpc.RetryInfo
 // detail (either transport) and a REST Retry-After header set the least
 // wait, capped (WithMaxServerDelay) and jittered as in retryhttp. An
@@ -29,10 +35,8 @@ import (
 // a REST response carrying retryhttp.HeaderExhausted) is not retried
 // unless p.RetryExhausted. retrygrpc's interceptors also return a
 // *retry.Error, after one attempt, when the server's answer refused a
-// retry in what WithPolicy cannot see: a grpc-retry-pushback-ms trailer
-// saying "do not retry", or response headers (the call is committed: a
-// response larger than grpc.MaxCallRecvMsgSize fails with
-// RESOURCE_EXHAUSTED after the server ran the method).
+// retry: a grpc-retry-pushback-ms trailer saying "do not retry", which
+// WithPolicy does not read, or response headers.
 //
 // Replace, do not add to, the client's own retry settings, method by
 // method, so that exactly one layer retries:
@@ -75,7 +79,6 @@ func WithPolicy(p retry.Policy, opts ...Option) gax.CallOption {
 	if o.maxAttempts == 0 {
 		o.maxAttempts = retry.DefaultMaxAttempts
 	}
-	o.plain = func() gax.Retryer { return &retryer{o: o, n: 1} }
 	return o
 }
 
@@ -84,7 +87,6 @@ type policyOption struct {
 	c           config
 	valid       bool
 	maxAttempts int
-	plain       func() gax.Retryer // for calls that need no state before the first failure
 }
 
 // Resolve sets the call's Retryer. gax calls it once per call, before the
@@ -101,20 +103,24 @@ func (o *policyOption) Resolve(s *gax.CallSettings) {
 	if p.Observer != nil {
 		p.Observer.Observe(context.Background(), retry.Event{Kind: retry.EventAttempt, Attempt: 1, MaxAttempts: o.maxAttempts})
 	}
-	if p.MaxElapsed <= 0 && p.Throttle == nil && p.Observer == nil {
-		s.Retry = o.plain
-		return
+	r := &retryer{o: o, n: 1}
+	if p.MaxElapsed > 0 || p.Throttle != nil || p.Observer != nil {
+		r.start = time.Now()
 	}
-	r := &retryer{o: o, n: 1, start: time.Now()}
 	s.Retry = func() gax.Retryer { return r }
+	// The gRPC attempt's response headers, if any arrived, commit the call
+	// (gRFC A6): see Retry. A REST call ignores the gRPC options.
+	grpcOpts := append(s.GRPC[:len(s.GRPC):len(s.GRPC)], grpc.Header(&r.header))
 	if p.Throttle != nil || p.Observer != nil {
-		s.GRPC = append(s.GRPC[:len(s.GRPC):len(s.GRPC)], grpc.OnFinish(r.finish))
+		grpcOpts = append(grpcOpts, grpc.OnFinish(r.finish))
 	}
+	s.GRPC = grpcOpts
 }
 
 // retryer is the state of one call.
 type retryer struct {
 	o      *policyOption
+	header metadata.MD   // the last gRPC attempt's response headers (grpc.Header), nil if none arrived
 	n      int           // attempts made (sent or throttled)
 	prev   time.Duration // the previous computed wait
 	waited time.Duration // total of the waits granted
@@ -141,10 +147,18 @@ func (r *retryer) Retry(err error) (time.Duration, bool) {
 	}
 	elapsed := now.Sub(r.start)
 	v := o.c.judge(err, now)
+	committed := r.header != nil
+	r.header = nil // grpc-go sets it only for an attempt that opened a stream
 	switch {
 	case v.exhausted && !p.RetryExhausted:
 		return r.giveUp(err, retry.ReasonExhausted, elapsed)
 	case !v.retry:
+		return r.giveUp(err, retry.ReasonPermanent, elapsed)
+	case committed:
+		// The server's application answered with headers: the call may
+		// have been applied, and the error may be the client's own (a
+		// response over grpc.MaxCallRecvMsgSize gives RESOURCE_EXHAUSTED
+		// after the method ran). gRFC A6 commits such a call.
 		return r.giveUp(err, retry.ReasonPermanent, elapsed)
 	case p.Retryable != nil && !p.Retryable(err):
 		return r.giveUp(err, retry.ReasonPermanent, elapsed)

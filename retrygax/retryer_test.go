@@ -407,18 +407,24 @@ func TestGRPCStackedPushbackStop(t *testing.T) {
 
 // A response larger than the client's grpc.MaxCallRecvMsgSize fails with
 // RESOURCE_EXHAUSTED, a retried code, after the server ran the method:
-// retrygrpc does not retry it (response headers arrived) and says so to
-// WithPolicy above it.
+// WithPolicy alone does not retry it (response headers arrived), nor does
+// retrygrpc below it, which says so to WithPolicy.
 func TestGRPCStackedCommittedNotRetried(t *testing.T) {
-	f := &fakeRedis{}
-	c := grpcClient(t, f, retrygrpc.DialOptions(fast)...)
-	c.CallOptions.GetInstance = []gax.CallOption{
-		retrygax.WithPolicy(fast),
-		gax.WithGRPCOptions(grpc.MaxCallRecvMsgSize(10)),
-	}
-	_, err := getInstance(t.Context(), c)
-	if n := f.calls.Load(); n != 1 || status.Code(err) != codes.ResourceExhausted {
-		t.Fatalf("server saw %d calls, err %v; want 1, ResourceExhausted", n, err)
+	for _, stacked := range []bool{false, true} {
+		f := &fakeRedis{}
+		var dopts []grpc.DialOption
+		if stacked {
+			dopts = retrygrpc.DialOptions(fast)
+		}
+		c := grpcClient(t, f, dopts...)
+		c.CallOptions.GetInstance = []gax.CallOption{
+			gax.WithGRPCOptions(grpc.MaxCallRecvMsgSize(10)), // before WithPolicy, which adds to them
+			retrygax.WithPolicy(fast),
+		}
+		_, err := getInstance(t.Context(), c)
+		if n := f.calls.Load(); n != 1 || status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("over retrygrpc %v: server saw %d calls, err %v; want 1, ResourceExhausted", stacked, n, err)
+		}
 	}
 }
 
