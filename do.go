@@ -36,7 +36,10 @@ func Do(ctx context.Context, p Policy, op func(context.Context) error) error {
 func DoValue[T any](ctx context.Context, p Policy, op func(context.Context) (T, error)) (T, error) {
 	// The plain first attempt calls op directly, without the adapter
 	// closure below, as run would: same checks, same order.
-	if p.plain() && p.fastValid() && ctx.Err() == nil {
+	// p.plain() && p.fastValid(), in fewer comparisons: plain needs
+	// MaxElapsed and AttemptTimeout <= 0, fastValid >= 0.
+	if p.Throttle == nil && p.Budget == nil && p.Observer == nil && p.MaxElapsed|p.AttemptTimeout == 0 &&
+		p.MaxDelay >= 0 && p.validShape() && ctx.Err() == nil {
 		v, err := op(ctx)
 		if err == nil {
 			return v, nil
@@ -77,11 +80,12 @@ func run(ctx context.Context, p *Policy, op func(context.Context) error) error {
 		timedOut bool
 	)
 	if p.Throttle == nil && p.Budget == nil && p.AttemptTimeout <= 0 && p.Observer == nil {
-		err = op(ctx) // the plain first attempt, without a call to attempt
-	} else {
-		err, timedOut = p.attempt(ctx, op, 1)
-	}
-	if err == nil {
+		// The plain first attempt, without a call to attempt; on success
+		// there is no Observer to tell.
+		if err = op(ctx); err == nil {
+			return nil
+		}
+	} else if err, timedOut = p.attempt(ctx, op, 1); err == nil {
 		if p.Observer != nil {
 			p.Observer.Observe(ctx, Event{Kind: EventDone, Attempt: 1, MaxAttempts: p.maxAttempts()})
 		}

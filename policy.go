@@ -199,7 +199,12 @@ func (p *Policy) validate() error {
 // OR of the durations is non-negative only when each of them is). False
 // means "check fully", not "invalid".
 func (p *Policy) fastValid() bool {
-	return p.MaxDelay|p.MaxElapsed|p.AttemptTimeout >= 0 && p.MaxAttempts >= Unlimited &&
+	return p.MaxDelay|p.MaxElapsed|p.AttemptTimeout >= 0 && p.validShape()
+}
+
+// validShape is fastValid without its check of the durations' signs.
+func (p *Policy) validShape() bool {
+	return p.MaxAttempts >= Unlimited &&
 		p.Jitter.kind <= jitterDecorrelated && (p.Multiplier == 0 || p.Multiplier >= 1) &&
 		(p.Initial == 0 && (p.MaxDelay == 0 || p.MaxDelay >= DefaultInitial) ||
 			p.Initial > 0 && (p.Initial <= p.MaxDelay || p.MaxDelay == 0 && p.Initial <= DefaultMaxDelay) ||
