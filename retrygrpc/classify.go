@@ -35,8 +35,8 @@ type attemptError struct {
 	err  error
 	code codes.Code
 	// refused: the code is one that is retried, but the server's answer
-	// forbids a retry (a "do not retry" pushback, or response headers,
-	// which commit the call). Enclosing retry layers, which cannot see
+	// forbids a retry (a "do not retry" pushback, a wait longer than
+	// WithMaxServerDelay, or response headers, which commit the call). Enclosing retry layers, which cannot see
 	// the trailer or the headers, must not retry it either: result keeps
 	// the *retry.Error for them.
 	refused bool
@@ -82,7 +82,10 @@ func (c *config) classify(ctx context.Context, p *retry.Policy, err error, trail
 		return e
 	case d > c.maxServerDelay || d == maxDuration:
 		// More than we honour, or more than a Duration holds (the parsers
-		// saturate), which is beyond any cap: give the error back now.
+		// saturate), which is beyond any cap: give the error back now,
+		// telling enclosing layers, which may not see the trailer, not to
+		// retry sooner than the server asked either.
+		e.refused = true
 		return retry.Permanent(e)
 	}
 	return retry.After(e, addJitter(d))

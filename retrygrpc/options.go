@@ -79,7 +79,8 @@ func WithMethods(fullMethods ...string) Option {
 // grpc-retry-pushback-ms trailer or google.rpc.RetryInfo detail; a server
 // that asks for more gets its error returned at once, and so does one that
 // asks for more than a time.Duration holds (ParsePushback saturates), even
-// with d = math.MaxInt64. Zero means DefaultMaxServerDelay (5 min);
+// with d = math.MaxInt64: as a *retry.Error, so that enclosing retry layers,
+// which may not see the trailer, do not retry sooner either. Zero means DefaultMaxServerDelay (5 min);
 // negative means server delays are ignored and the policy's own waits are
 // used (a negative or malformed pushback, which means "do not retry", is
 // still obeyed).

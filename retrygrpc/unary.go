@@ -35,16 +35,16 @@ import (
 //
 // The error: the attempt's status error, unchanged, when the first
 // attempt's error itself ends the call (a code that is not retried, the
-// caller's context, an exhausted lower layer, a server wait beyond
-// WithMaxServerDelay); otherwise a *retry.Error wrapping the last
-// attempt's status error, so that status.Code(err) is the last attempt's
-// code and enclosing retry loops (retry.Do, retrygax, another interceptor)
-// do not retry it again. That is the case after retries, when a limit of
-// the loop refused the first retry (Budget, deadline, MaxElapsed), and
-// when the server's answer refused it: a "do not retry" pushback, or
-// response headers on a code that is otherwise retried (ReasonPermanent),
-// which the layers above cannot see. An invalid p gives its validation
-// error without calling the method.
+// caller's context, an exhausted lower layer); otherwise a *retry.Error
+// wrapping the last attempt's status error, so that status.Code(err) is
+// the last attempt's code and enclosing retry loops (retry.Do, retrygax,
+// another interceptor) do not retry it again. That is the case after
+// retries, when a limit of the loop refused the first retry (Budget,
+// deadline, MaxElapsed), and when the server's answer refused it: a "do
+// not retry" pushback, a wait beyond WithMaxServerDelay, or response
+// headers on a code that is otherwise retried (ReasonPermanent), which the
+// layers above cannot see. An invalid p gives its validation error without
+// calling the method.
 //
 // The first attempt is the caller's call with two extra call options
 // (grpc.Header and grpc.Trailer, to read the headers and the trailer): the

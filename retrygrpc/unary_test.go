@@ -541,20 +541,23 @@ func TestUnaryNotRetriedAfterHeaders(t *testing.T) {
 // loops, which cannot read the trailer: the error says a retry layer gave
 // up, and status.Code still gives the server's code.
 func TestPushbackStopTellsEnclosingLoops(t *testing.T) {
-	s := &echoServer{unary: withPushback(100, "-1")}
-	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
-	calls := 0
-	err := retry.Do(t.Context(), fast, func(ctx context.Context) error {
-		calls++
-		_, err := callUnary(ctx, cc, methodUnary)
-		return err
-	})
-	if got := s.Calls(methodUnary); got != 1 || calls != 1 {
-		t.Fatalf("server saw %d attempts, retry.Do made %d calls; want 1 and 1 (err %v)", got, calls, err)
-	}
-	st, ok := status.FromError(err)
-	if !ok || st.Code() != codes.Unavailable || status.Code(err) != codes.Unavailable || !retry.IsExhausted(err) {
-		t.Fatalf("err = %v, want Unavailable marked as given up on", err)
+	// "do not retry", and a wait of 10 min, beyond WithMaxServerDelay's 5.
+	for _, pushback := range []string{"-1", "600000"} {
+		s := &echoServer{unary: withPushback(100, pushback)}
+		cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+		calls := 0
+		err := retry.Do(t.Context(), fast, func(ctx context.Context) error {
+			calls++
+			_, err := callUnary(ctx, cc, methodUnary)
+			return err
+		})
+		if got := s.Calls(methodUnary); got != 1 || calls != 1 {
+			t.Fatalf("pushback %s: server saw %d attempts, retry.Do made %d calls; want 1 and 1 (err %v)", pushback, got, calls, err)
+		}
+		st, ok := status.FromError(err)
+		if !ok || st.Code() != codes.Unavailable || status.Code(err) != codes.Unavailable || !retry.IsExhausted(err) {
+			t.Fatalf("pushback %s: err = %v, want Unavailable marked as given up on", pushback, err)
+		}
 	}
 
 	// The stream interceptor: a stream opened under retry.Do.
@@ -563,8 +566,8 @@ func TestPushbackStopTellsEnclosingLoops(t *testing.T) {
 		return status.Error(codes.Unavailable, "go away")
 	}}
 	cc2 := serve(t, s2, retrygrpc.DialOptions(fast)...)
-	calls = 0
-	err = retry.Do(t.Context(), fast, func(ctx context.Context) error {
+	calls := 0
+	err := retry.Do(t.Context(), fast, func(ctx context.Context) error {
 		calls++
 		cs, err := cc2.NewStream(ctx, bidiDesc, methodBidi)
 		if err != nil {
