@@ -209,9 +209,8 @@ func (s *stream) episode(ferr error, probe func(grpc.ClientStream) error) (grpc.
 		s.replay(cs)
 		if probe != nil {
 			if err := probe(cs); err != nil {
-				committed := s.settle()
 				ferr := s.failed(cs, err)
-				if committed {
+				if !retry.IsPermanent(ferr) && s.settle() {
 					return retry.Permanent(ferr)
 				}
 				return ferr
@@ -255,11 +254,14 @@ func (s *stream) current() (grpc.ClientStream, bool) {
 }
 
 // settle waits for a SendMsg in flight to return, and reports whether the
-// stream committed. It is called when RecvMsg failed on the current
-// attempt: a SendMsg that failed on the client ended that attempt, which
-// RecvMsg may see before SendMsg returns and commits. The SendMsg in
-// flight is on that attempt or an earlier one, all ended, so it returns
-// without waiting for the network.
+// stream committed. It is called only when RecvMsg failed on the current
+// attempt with an error that would start a retry: a SendMsg that failed on
+// the client ended that attempt, which RecvMsg may see before SendMsg
+// returns and commits. grpc-go ends an attempt on every receive error, so
+// a SendMsg in flight on it returns without waiting for the network. (A
+// stream interceptor below this one that fails RecvMsg with a retried code
+// while leaving its stream open and a SendMsg blocked on flow control
+// would make RecvMsg wait until the context ends.)
 func (s *stream) settle() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -344,11 +346,6 @@ func (s *stream) RecvMsg(m any) error {
 		s.record(err)
 		return err
 	}
-	if s.settle() {
-		// A concurrent SendMsg failed on the client and committed.
-		s.record(err)
-		return err
-	}
 	if md, _ := cs.Header(); md != nil {
 		// The server sent headers before failing: the call is committed.
 		s.commit()
@@ -358,6 +355,10 @@ func (s *stream) RecvMsg(m any) error {
 	ferr := s.failed(cs, err)
 	if s.ctx.Err() != nil || retry.IsPermanent(ferr) && !refused(ferr) {
 		s.commit()
+		return err
+	}
+	if s.settle() {
+		// A concurrent SendMsg failed on the client and committed.
 		return err
 	}
 	// Retryable, or refused by the server: the loop retries the one and

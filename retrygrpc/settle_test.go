@@ -1,0 +1,94 @@
+package retrygrpc_test
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retrykit/retry/retrygrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// checkStream stands for an interceptor below the retrying one that
+// rejects a response, as a response validator does: its RecvMsg fails
+// without ending the stream below.
+type checkStream struct{ grpc.ClientStream }
+
+func (c *checkStream) RecvMsg(m any) error {
+	if err := c.ClientStream.RecvMsg(m); err != nil {
+		return err
+	}
+	return status.Error(codes.InvalidArgument, "response failed validation")
+}
+
+// An error that is not retried returns at once from RecvMsg, even while a
+// SendMsg on the same stream is blocked on flow control (the server sends
+// and never reads; small windows): only an error that would start a retry
+// waits for a SendMsg in flight.
+func TestRecvErrorNotRetriedDoesNotWaitForSend(t *testing.T) {
+	s := &echoServer{bidi: func(_ int, st grpc.ServerStream) error {
+		for range 1000 {
+			if err := st.SendMsg(wrapperspb.String(strings.Repeat("r", 30000))); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.InitialWindowSize(1<<16), grpc.InitialConnWindowSize(1<<16))
+	srv.RegisterService(&echoDesc, s)
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(lis) }()
+	check := grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &checkStream{cs}, nil
+	})
+	cc, err := grpc.NewClient(lis.Addr().String(), append(retrygrpc.DialOptions(fast), check,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(1<<16), grpc.WithInitialConnWindowSize(1<<16))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(func() {
+		cancel()
+		cc.Close()
+		srv.Stop()
+		<-done
+	})
+	cs, err := cc.NewStream(ctx, bidiDesc, methodBidi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range 25 { // 250 kB: under the 256 KiB replay buffer
+			if cs.SendMsg(wrapperspb.String(strings.Repeat("x", 10000))) != nil {
+				return
+			}
+		}
+	}()
+	time.Sleep(200 * time.Millisecond) // let the windows fill
+	recvErr := make(chan error, 1)
+	go func() { recvErr <- cs.RecvMsg(new(wrapperspb.StringValue)) }()
+	select {
+	case err := <-recvErr:
+		if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("RecvMsg: %v; want the validator's InvalidArgument", err)
+		}
+	case <-time.After(5 * time.Second):
+		cancel()
+		t.Fatalf("RecvMsg still blocked 5 s after the validator failed; it returned %v once the context was cancelled", <-recvErr)
+	}
+}
