@@ -198,6 +198,10 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 			p.emit(ctx, Event{Kind: EventRetry, Attempt: n, MaxAttempts: maxAttempts, Err: err, Delay: d, Waited: waited, Elapsed: elapsed})
 		}
 		if d > 0 {
+			var waitStart time.Time
+			if observed {
+				waitStart = time.Now() // for a wait that the context cuts short
+			}
 			if timer == nil {
 				timer = time.NewTimer(d)
 			} else {
@@ -207,9 +211,7 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 			case <-timer.C:
 			case <-ctx.Done():
 				if observed {
-					// The wait cut short counts for as long as it lasted
-					// (the clock was read just before it began).
-					waited = addSat(waited, min(d, time.Since(start)-elapsed))
+					waited = addSat(waited, min(d, time.Since(waitStart)))
 				}
 				return fail(ReasonContext, ctx.Err())
 			}

@@ -247,3 +247,27 @@ func TestWaitedCountsAWaitCutShort(t *testing.T) {
 		}
 	})
 }
+
+// The time an Observer takes is not waiting: it takes 8 ms on EventRetry,
+// then the context ends 1 ms into the 10 ms wait, so Waited is 1 ms.
+func TestWaitedLeavesOutTheObserversTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var done retry.Event
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		p := retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 5,
+			Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+				switch e.Kind {
+				case retry.EventRetry:
+					time.Sleep(8 * time.Millisecond)
+					time.AfterFunc(time.Millisecond, cancel)
+				case retry.EventDone:
+					done = e
+				}
+			})}
+		retry.Do(ctx, p, func(context.Context) error { return errors.New("flaky") })
+		if done.Waited != time.Millisecond {
+			t.Fatalf("EventDone.Waited = %v; the call waited 1 ms", done.Waited)
+		}
+	})
+}
