@@ -101,7 +101,7 @@ func newObserver(operation string, mp metric.MeterProvider) *observer {
 	handle(err)
 	o.delay, err = m.Float64Histogram("retry.call.retry_delay",
 		metric.WithUnit("s"),
-		metric.WithDescription("Total time a call that retried spent waiting between its attempts."),
+		metric.WithDescription("Total time a call spent waiting between its attempts (a call that retried, or whose context ended while it waited)."),
 		metric.WithExplicitBucketBoundaries(delayBounds...))
 	handle(err)
 	o.gaveUp, err = m.Int64Counter("retry.call.gave_up",

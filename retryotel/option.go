@@ -1,9 +1,12 @@
 package retryotel
 
 import (
+	"context"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/embedded"
 )
 
 // Option configures [Instrument] and [NewTransport].
@@ -38,7 +41,27 @@ func (c *config) tracerProvider() trace.TracerProvider {
 	if c.tp != nil {
 		return c.tp
 	}
-	return otel.GetTracerProvider()
+	return globalTracerProvider{}
+}
+
+// globalTracerProvider is the global TracerProvider as it is when each
+// span starts (otel.GetTracerProvider), so that a provider set after
+// NewTransport, even a second one, is used, as otelhttp does by itself for
+// requests without a parent span.
+type globalTracerProvider struct{ embedded.TracerProvider }
+
+func (globalTracerProvider) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
+	return globalTracer{name: name, opts: opts}
+}
+
+type globalTracer struct {
+	embedded.Tracer
+	name string
+	opts []trace.TracerOption
+}
+
+func (t globalTracer) Start(ctx context.Context, spanName string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	return otel.GetTracerProvider().Tracer(t.name, t.opts...).Start(ctx, spanName, opts...)
 }
 
 type optionFunc func(*config)
@@ -57,9 +80,8 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 
 // WithTracerProvider sets the TracerProvider of the per-attempt client
 // spans that [NewTransport] starts. Nil, or no such option, means the
-// global one, as otel.GetTracerProvider returns it when NewTransport is
-// called (forwarding to the provider that a later otel.SetTracerProvider
-// sets), whatever provider made the caller's span. Instrument starts no spans (it adds events to the span
+// global one, as otel.GetTracerProvider returns it when each span starts,
+// whatever provider made the caller's span. Instrument starts no spans (it adds events to the span
 // already in the call's context), so it does not use this option.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return optionFunc(func(c *config) { c.tp = tp })

@@ -417,6 +417,20 @@ func TestTransportNilBaseAndGlobalProviders(t *testing.T) {
 	if _, sum := collect(t, reader).hist("retry.call.attempts", httpAttr); sum != 2 {
 		t.Errorf("attempts on the global meter provider = %v, want 2", sum)
 	}
+
+	// A global TracerProvider set after NewTransport, a second one, is the
+	// one the next attempt spans come from.
+	tp2, sr2 := newTracer(t)
+	otel.SetTracerProvider(tp2)
+	resp, err = client.Get(rec.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if before, after := len(clientSpans(sr.Ended())), len(clientSpans(sr2.Ended())); before != 2 || after != 1 {
+		t.Errorf("after otel.SetTracerProvider: %d attempt spans on the replaced provider (2 before), %d on the new one; want 2 and 1", before, after)
+	}
 }
 
 // TestTransportKeepsRequest: the caller's request is not modified (no
