@@ -27,7 +27,10 @@ import (
 // response larger than grpc.MaxCallRecvMsgSize fails with
 // RESOURCE_EXHAUSTED after the method ran); WithPolicy adds grpc.Header to
 // the call's gRPC options to see them, so put any gax.WithGRPCOptions
-// before it, since gax replaces the gRPC options. Other errors, including network errors that gax reports without
+// before it, since gax replaces the gRPC options. grpc-go's own
+// RESOURCE_EXHAUSTED for a request over grpc.MaxCallSendMsgSize, raised on
+// the client before sending, is not retried either: every attempt would
+// repeat it. Other errors, including network errors that gax reports without
 // a status, end the call, as gax's own Retryers do. A google.rpc.RetryInfo
 // detail (either transport) and a REST Retry-After header set the least
 // wait, capped (WithMaxServerDelay) and jittered as in retryhttp. An
@@ -235,7 +238,11 @@ func recordThrottle(t *retry.Throttle, err error) {
 		t.Record(accepted(err))
 		return
 	}
-	c := status.Code(err)
+	s := status.Convert(err)
+	if sendTooLarge(s) {
+		return // never sent: nothing to count, as for a local rejection
+	}
+	c := s.Code()
 	t.Record(!(c == codes.Unavailable || c == codes.ResourceExhausted || c == codes.DeadlineExceeded))
 }
 

@@ -455,3 +455,23 @@ func TestThrottleAcceptedRule(t *testing.T) {
 		t.Fatalf("rejection probability %v after 20 UNAVAILABLE that Accepted accepted, Accepted saw %d; want 0 and 20", pr, n)
 	}
 }
+
+// A request over grpc.MaxCallSendMsgSize fails on the client, unsent, with
+// RESOURCE_EXHAUSTED, the same at every attempt: WithPolicy makes it once.
+func TestGRPCRequestTooLargeNotRetried(t *testing.T) {
+	var attempts atomic.Int32
+	count := grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		attempts.Add(1)
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+	f := &fakeRedis{}
+	c := grpcClient(t, f, count)
+	c.CallOptions.GetInstance = []gax.CallOption{
+		gax.WithGRPCOptions(grpc.MaxCallSendMsgSize(3)),
+		retrygax.WithPolicy(fast),
+	}
+	_, err := getInstance(t.Context(), c)
+	if n := attempts.Load(); n != 1 || f.calls.Load() != 0 || status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("%d attempts, %d at the server, err %v; want 1, 0, ResourceExhausted", n, f.calls.Load(), err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/retrykit/retry"
@@ -36,10 +37,14 @@ type attemptError struct {
 	code codes.Code
 	// refused: the code is one that is retried, but the server's answer
 	// forbids a retry (a "do not retry" pushback, a wait longer than
-	// WithMaxServerDelay, or response headers, which commit the call). Enclosing retry layers, which cannot see
+	// WithMaxServerDelay, or response headers, which commit the call), or
+	// the error is the client's own and would recur (sendTooLarge). Enclosing retry layers, which cannot see
 	// the trailer or the headers, must not retry it either: result keeps
 	// the *retry.Error for them.
 	refused bool
+	// local: grpc-go raised the error on the client, the request unsent
+	// (see sendTooLarge); it is no sign of an overloaded backend.
+	local bool
 }
 
 func (e *attemptError) Error() string { return e.err.Error() }
@@ -48,7 +53,16 @@ func (e *attemptError) Unwrap() error { return e.err }
 // Overloaded reports UNAVAILABLE, RESOURCE_EXHAUSTED and DEADLINE_EXCEEDED,
 // which retry.Throttle counts as rejections by the backend.
 func (e *attemptError) Overloaded() bool {
-	return e.code == codes.Unavailable || e.code == codes.ResourceExhausted || e.code == codes.DeadlineExceeded
+	return !e.local && (e.code == codes.Unavailable || e.code == codes.ResourceExhausted || e.code == codes.DeadlineExceeded)
+}
+
+// sendTooLarge reports grpc-go's own error for a request message larger
+// than grpc.MaxCallSendMsgSize: RESOURCE_EXHAUSTED, raised on the client
+// before the message is sent, and the same at every attempt. grpc-go marks
+// it by its text only; a test against grpc-go keeps the two in step.
+func sendTooLarge(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.ResourceExhausted && strings.HasPrefix(st.Message(), "trying to send message larger than max")
 }
 
 // classify turns the error of an attempt into what the retry loop should
@@ -64,6 +78,12 @@ func (c *config) classify(ctx context.Context, p *retry.Policy, err error, trail
 		return e // the loop stops on the caller's context by itself
 	}
 	if !c.retriesCode(code) && !(code == codes.DeadlineExceeded && p.AttemptTimeout > 0) {
+		return retry.Permanent(e)
+	}
+	if sendTooLarge(err) {
+		// Every attempt would fail alike, and so would an enclosing
+		// layer's: no layer should retry it.
+		e.local, e.refused = true, true
 		return retry.Permanent(e)
 	}
 	if headers {

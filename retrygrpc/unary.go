@@ -26,7 +26,9 @@ import (
 // that the server's application answered, so the call may have been
 // applied and the error may be the client's own: a response larger than
 // grpc.MaxCallRecvMsgSize fails with RESOURCE_EXHAUSTED after the server
-// ran the method. A server's grpc-retry-pushback-ms trailer and
+// ran the method. grpc-go's own RESOURCE_EXHAUSTED for a request over
+// grpc.MaxCallSendMsgSize, raised on the client before sending, is not
+// retried either: every attempt would repeat it. A server's grpc-retry-pushback-ms trailer and
 // google.rpc.RetryInfo detail set the least wait (capped, see
 // WithMaxServerDelay, plus a jitter of up to min(1 s, 10%)); a wait that
 // would pass the context's deadline or p.MaxElapsed ends the call at once.
