@@ -67,7 +67,13 @@ func referenceDelay(p retry.Policy, n int, prev time.Duration, r *rand.Rand) tim
 		if f == 0 {
 			return d
 		}
-		x := float64(d) * (1 - f + 2*f*r.Float64())
+		factor := 1 - f + 2*f*r.Float64()
+		if factor == 1 {
+			// d times exactly 1 is d, also above 2^53 ns, where float64(d)
+			// would round it (a tiny fraction rounds the factor to 1).
+			return min(d, maxDelay)
+		}
+		x := float64(d) * factor
 		if !(x < float64(maxDelay)) {
 			return maxDelay
 		}

@@ -178,7 +178,7 @@ func (p Policy) Delay(n int, prev time.Duration, r *rand.Rand) time.Duration {
 	return p.delay(n, prev, r)
 }
 
-// delay is [Policy.Delay] on a pointer, so that the 120-byte Policy is
+// delay is [Policy.Delay] on a pointer, so that the 128-byte Policy is
 // not copied again. It is written for speed (profiled): the exponential and
 // the one bounded random draw are spelled out here rather than called, as
 // the compiler would not inline them, and the reference jitter is tested
@@ -298,7 +298,8 @@ func (p *Policy) base(n int) time.Duration {
 
 // doubles reports whether the wait doubles per retry (Multiplier 0 or 2),
 // comparing bits rather than floats, which is cheaper. A Multiplier of -0.0,
-// equal to 0 as a float, takes baseSlow's path to the same waits.
+// equal to 0 as a float, takes baseSlow's path: the same waits up to 2^53
+// ns; above that, float arithmetic may round them (within bounds).
 func (p *Policy) doubles() bool {
 	m := math.Float64bits(p.Multiplier)
 	return m == 0 || m == 1<<62

@@ -52,6 +52,12 @@ type trialResult struct {
 
 func newState(s *Scenario) *state {
 	st := &state{s: s, done: make([]int64, 0, s.Clients)}
+	if s.Model == Capacity && s.Capacity < s.Clients {
+		// The selection heap gets its full size now, as memory() charges
+		// it: grown by append, the copies it left behind would be garbage
+		// over the estimate. (With Capacity >= Clients it is never used.)
+		st.sel = make([]event, 0, s.Capacity)
+	}
 	switch ma := s.Policy.MaxAttempts; {
 	case ma == retry.Unlimited:
 		st.maxAttempts, st.unlimited = math.MaxInt32, true

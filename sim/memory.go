@@ -92,11 +92,12 @@ func (s *Scenario) runSpan() time.Duration {
 	return min(MaxTime, s.StartWindow+client)
 }
 
-// MaxRequests bounds the work of a run: Run refuses a capacity-model
-// Scenario whose clients would surely send more requests than this (hours
-// of work), retrying with waits of at most the policy's MaxDelay (or
-// RetryAfter) while the server cannot take them: during the outage, or
-// while it serves the others Capacity per Slot.
+// MaxRequests bounds the work of a run, all its Trials together: Run
+// refuses a Scenario whose Clients × Trials exceed it, and a
+// capacity-model Scenario whose clients would surely send more requests
+// than this (hours of work), retrying with waits of at most the policy's
+// MaxDelay (or RetryAfter) while the server cannot take them: during the
+// outage, or while it serves the others Capacity per Slot.
 const MaxRequests = 1e12
 
 // minRequests is a lower bound on the requests of a capacity-model run. No

@@ -288,11 +288,15 @@ func (s *Scenario) resolve() error {
 	if s.MaxMemory == 0 {
 		s.MaxMemory = DefaultMaxMemory
 	}
+	if n := float64(s.Clients) * float64(s.Trials); n > MaxRequests {
+		return bad("%d clients in %d trials would send at least %.3g requests, over MaxRequests (%.0e)",
+			s.Clients, s.Trials, n, MaxRequests)
+	}
 	if s.Model == Capacity && (s.Budget == nil || s.budgetAllowance() >= MaxRequests) {
-		if n := s.minRequests(); n > MaxRequests {
-			return bad("the clients would send at least %.3g requests while the server cannot take them (the Outage, "+
-				"or Capacity per Slot), over MaxRequests (%.0e): waits of at most Policy.MaxDelay %v are too short; "+
-				"lengthen them or limit Policy.MaxAttempts or MaxElapsed", n, MaxRequests, s.maxWait())
+		if n := s.minRequests() * float64(s.Trials); n > MaxRequests {
+			return bad("the clients would send at least %.3g requests in %d trials while the server cannot take them "+
+				"(the Outage, or Capacity per Slot), over MaxRequests (%.0e): waits of at most Policy.MaxDelay %v are "+
+				"too short; lengthen them or limit Policy.MaxAttempts or MaxElapsed", n, s.Trials, MaxRequests, s.maxWait())
 		}
 	}
 	if need := s.memory(); s.MaxMemory > 0 && need > s.MaxMemory {

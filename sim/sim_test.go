@@ -259,6 +259,17 @@ func TestEveryScenarioEnds(t *testing.T) {
 	if !errors.Is(err, sim.ErrScenario) || !strings.Contains(err.Error(), "MaxRequests") {
 		t.Errorf("1 ns waits, a boundless budget: error %v", err)
 	}
+	// Work within the bound for one trial is refused when the trials
+	// together pass it, and so is any run of more clients × trials.
+	_, err = sim.Run(ctx, sim.Scenario{Clients: 100, Outage: 1000 * time.Hour, Trials: 1000,
+		Policy: retry.Policy{Initial: time.Millisecond, MaxDelay: time.Millisecond, MaxAttempts: retry.Unlimited}})
+	if !errors.Is(err, sim.ErrScenario) || !strings.Contains(err.Error(), "1000 trials") {
+		t.Errorf("1 ms waits through 1000 h, 1000 trials: error %v", err)
+	}
+	_, err = sim.Run(ctx, sim.Scenario{Clients: 100_000, Trials: 1_000_000_000})
+	if !errors.Is(err, sim.ErrScenario) || !strings.Contains(err.Error(), "MaxRequests") {
+		t.Errorf("1e5 clients in 1e9 trials: error %v", err)
+	}
 	// The same with no outage but one request per second served.
 	_, err = sim.Run(ctx, sim.Scenario{Clients: 10000, Capacity: 1, Slot: time.Second,
 		Policy: retry.Policy{Initial: 1, MaxDelay: 1, MaxAttempts: retry.Unlimited}})

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -221,6 +222,11 @@ func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) e
 	prog := newProgress(stderr, int64(len(scs))*int64(o.clients)*int64(o.trials))
 	var res []strategyResult
 	for i, s := range scs {
+		if i > 0 {
+			// The previous strategy's memory goes back before the next
+			// one takes its own, so that --max-memory bounds each run.
+			debug.FreeOSMemory()
+		}
 		base := int64(i) * int64(o.clients) * int64(o.trials)
 		s.Progress = func(done, _ int64) { prog.update(base + done) }
 		r, err := sim.Run(ctx, s)
