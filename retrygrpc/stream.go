@@ -41,8 +41,9 @@ import (
 //
 // grpc-previous-rpc-attempts counts the attempts sent, as on unary calls:
 // an attempt that the Throttle rejected was never sent and is not counted.
-// A "do not retry" pushback on the first failure gives a *retry.Error, as
-// on unary calls, so that enclosing retry loops do not retry it either.
+// A "do not retry" pushback, or a server wait beyond WithMaxServerDelay,
+// on the first failure gives a *retry.Error, as on unary calls, so that
+// enclosing retry loops do not retry it either.
 //
 // The loop is retry.Do's, started at the first failure with that failure
 // as its first attempt: MaxAttempts and MaxElapsed count from the start of
