@@ -124,7 +124,8 @@ func (e *Error) Exhausted() bool { return true }
 
 // IsExhausted reports whether err, or an error it wraps, says that a retry
 // loop already gave up on it: an [*Error], or any error with a method
-// Exhausted() bool that returns true (retryhttp's errors have one).
+// Exhausted() bool that returns true (an error of another library can say
+// so this way).
 func IsExhausted(err error) bool {
 	return walk(err, func(e error) bool {
 		x, ok := e.(interface{ Exhausted() bool })

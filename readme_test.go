@@ -24,8 +24,9 @@ import (
 //   - any other block is the body of func(ctx context.Context) error, with
 //     its import lines moved above it.
 //
-// Packages a block uses without importing them are imported for it when
-// they are among readmeImports. The names a snippet takes from the
+// Packages a block without import lines uses are imported for it when
+// they are among readmeImports; a block with import lines must import
+// every package it uses, as a reader copies it. The names a snippet takes from the
 // reader's own code (callTheService, User, client.GetUser, id, url, addr,
 // ErrInvalid) are declared by readmePlaceholders; anything else a snippet
 // uses must be declared or imported in the snippet.
@@ -192,10 +193,14 @@ func snippetPackage(code string) map[string]string {
 	for _, line := range imports {
 		have[importedPath(line)] = true
 	}
-	for name, p := range readmeImports {
-		if !have[p] && regexp.MustCompile(`\b`+name+`\.`).MatchString(body) {
-			imports = append(imports, strconv.Quote(p))
-			have[p] = true
+	if len(imports) == 0 {
+		// A block with an import block of its own must import everything
+		// it uses: a reader copies it as it is.
+		for name, p := range readmeImports {
+			if regexp.MustCompile(`\b` + name + `\.`).MatchString(body) {
+				imports = append(imports, strconv.Quote(p))
+				have[p] = true
+			}
 		}
 	}
 	if !have["context"] {

@@ -2,6 +2,8 @@ package retrygrpc_test
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/retrykit/retry"
@@ -66,4 +68,38 @@ func BenchmarkUnaryPaired(b *testing.B) {
 	// the method's own error (the ratio should be 1).
 	again := serve(b, s)
 	b.Run("vs=bare-again", func(b *testing.B) { paired.Measure(max(b.N, 10), 100, call(bare), call(again)).Report(b) })
+}
+
+// BenchmarkPerCallState is the reference for the in-memory interceptor
+// benchmark of ../bench: what holding per-call state that grpc-go may
+// write to (the headers and trailer of grpc.Header and grpc.Trailer) costs
+// without allocating, by the two ways to own a reusable object across
+// goroutines: a sync.Pool Get and Put (what the interceptor does), and
+// an atomic compare-and-swap to take a slot and a store to give it back.
+//
+//	cd retrygrpc && go test -run '^$' -bench PerCallState .
+func BenchmarkPerCallState(b *testing.B) {
+	type state struct {
+		header, trailer metadata.MD
+		busy            atomic.Bool
+	}
+	b.Run("way=sync.Pool", func(b *testing.B) {
+		pool := sync.Pool{New: func() any { return new(state) }}
+		b.ReportAllocs()
+		for b.Loop() {
+			s := pool.Get().(*state)
+			s.header, s.trailer = nil, nil
+			pool.Put(s)
+		}
+	})
+	b.Run("way=atomic", func(b *testing.B) {
+		var slot state
+		b.ReportAllocs()
+		for b.Loop() {
+			if slot.busy.CompareAndSwap(false, true) {
+				slot.header, slot.trailer = nil, nil
+				slot.busy.Store(false)
+			}
+		}
+	})
 }

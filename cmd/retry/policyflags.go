@@ -75,8 +75,8 @@ func (f *policyFlags) commandLine() string {
 	return b.String()
 }
 
-// policy builds the retry.Policy the flags describe, or a usage error (exit
-// 2) naming the flag and its value.
+// policy builds the retry.Policy the flags describe, or a usage error
+// (exitUsage) naming the flag and its value.
 func (f *policyFlags) policy() (retry.Policy, error) {
 	var p retry.Policy
 	switch f.preset {
