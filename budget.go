@@ -41,7 +41,8 @@ type BudgetConfig struct {
 	// few requests can still retry. It is granted as a reserve of
 	// MinPerSecond × Window retries per window, so it may be spent in a
 	// burst. Zero means DefaultBudgetMinPerSecond (1); a negative value
-	// means no floor. NaN and ±Inf are invalid.
+	// means no floor. NaN and ±Inf are invalid, and so is a value whose
+	// reserve, MinPerSecond × Window, is too large for a float64.
 	MinPerSecond float64
 
 	// Window is how long first attempts and retries are remembered. It is
@@ -110,7 +111,13 @@ func NewBudget(c BudgetConfig) (*Budget, error) {
 	if win == 0 {
 		win = DefaultBudgetWindow
 	}
-	b := &Budget{ratio: max(ratio, 0), reserve: max(floor, 0) * win.Seconds(), set: true}
+	reserve := max(floor, 0) * win.Seconds()
+	if math.IsInf(reserve, 0) {
+		// Config would report an infinite MinPerSecond, which NewBudget
+		// refuses, and a sync engine an infinite allowance.
+		return nil, errors.New("retry: BudgetConfig.MinPerSecond × Window must be a finite number")
+	}
+	b := &Budget{ratio: max(ratio, 0), reserve: reserve, set: true}
 	b.w.slot = win / windowSlots
 	b.w.start = time.Now()
 	return b, nil

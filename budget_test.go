@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -294,4 +295,24 @@ func TestBudgetSoakAcrossWindows(t *testing.T) {
 			t.Fatalf("retries %d below the ratio's share: budget too strict", retries)
 		}
 	})
+}
+
+// A floor so large that MinPerSecond × Window is +Inf used to be
+// accepted; Config then reported MinPerSecond +Inf, which NewBudget
+// refuses, although NewBudget(b.Config()) is documented to make an
+// equivalent Budget.
+func TestBudgetConfigRoundTripsOrIsRefused(t *testing.T) {
+	for _, c := range []BudgetConfig{
+		{MinPerSecond: math.MaxFloat64, Window: 10 * time.Second},
+		{MinPerSecond: math.MaxFloat64 / 2, Window: time.Second},
+		{Ratio: math.MaxFloat64, MinPerSecond: 1e300, Window: time.Duration(math.MaxInt64)},
+	} {
+		b, err := NewBudget(c)
+		if err != nil {
+			continue
+		}
+		if _, err := NewBudget(b.Config()); err != nil {
+			t.Errorf("NewBudget(%+v).Config() = %+v, which NewBudget refuses: %v", c, b.Config(), err)
+		}
+	}
 }

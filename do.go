@@ -246,11 +246,17 @@ func (p *Policy) stopReason(ctx context.Context, err error, timedOut bool) (Reas
 	if cerr := ctx.Err(); cerr != nil {
 		return ReasonContext, cerr
 	}
-	if timedOut || p.Throttle != nil && errors.Is(err, ErrThrottled) {
+	if timedOut {
 		return 0, nil
 	}
+	// An inner loop that gave up ends this one even when its last error
+	// was a Throttle's rejection: retrying it here would multiply the
+	// layers' attempts exactly when the backend is overloaded.
 	if !p.RetryExhausted && IsExhausted(err) {
 		return ReasonExhausted, nil
+	}
+	if p.Throttle != nil && errors.Is(err, ErrThrottled) {
+		return 0, nil
 	}
 	if p.Retryable != nil {
 		if !p.Retryable(err) {
