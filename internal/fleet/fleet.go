@@ -22,6 +22,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -144,11 +146,17 @@ type Engine struct {
 	stop context.CancelFunc
 	done chan struct{}
 
+	// token names this engine's own share of each slot and its mark key
+	// (see [Script]), so that the script, not this process, subtracts its
+	// own counts and knows what a sync whose reply was lost pushed.
+	token string
+	mark  string // the mark key, the last of every sync's keys
+
 	// Owned by the sync goroutine.
 	sha              string
-	pushedA, pushedB int64 // local cumulative counts pushed so far
+	pushedA, pushedB int64 // local cumulative counts known to be pushed
 	lastOK           time.Time
-	own              [slots]ownSlot
+	keyBuf           [slots + 1]string
 	badLogged        bool
 	localLogged      bool // the switch to local was logged, not yet the way back
 	obj              any  // the Budget or Throttle, key in active
@@ -161,11 +169,6 @@ type Engine struct {
 
 // slots is the number of slots of a window (as in the core).
 const slots = 10
-
-type ownSlot struct {
-	slot int64
-	a, b int64
-}
 
 // StartBudget starts syncing b under cfg.Prefix. The Budget stays local
 // until the first sync succeeds.
@@ -204,6 +207,8 @@ func start(cfg Config, s Store, c counter, kind string, window time.Duration, ob
 		slot: window / slots, done: make(chan struct{})}
 	e.ctx, e.stop = context.WithCancel(context.Background())
 	e.keys = Keys(cfg.Prefix, kind, window)
+	e.token = strconv.FormatUint(rand.Uint64(), 36)
+	e.mark = "{" + cfg.Prefix + "}:" + kind + ":w" + strconv.FormatInt(window.Milliseconds(), 10) + ":p:" + e.token
 	go e.run()
 	return e, nil
 }
@@ -212,6 +217,9 @@ func start(cfg Config, s Store, c counter, kind string, window time.Duration, ob
 // first, for the epoch slot number k (Unix time / (window/10)):
 //
 //	{prefix}:kind:w<window in ms>:<slot number>
+//
+// Each engine also has a mark key, {prefix}:kind:w<window in ms>:p:<token>,
+// with the cumulative counts it pushed (see [Script]).
 //
 // The prefix is wrapped in a Redis Cluster hash tag so that one script
 // call touches one cluster slot; the window length is part of the name so
@@ -278,20 +286,20 @@ func (e *Engine) syncOnce() {
 	now := time.Now()
 	k := now.UnixNano() / int64(e.slot)
 	la, lb := e.ctr.local()
-	da, db := la-e.pushedA, lb-e.pushedB
-	if !e.lastOK.IsZero() && now.Sub(e.lastOK) > e.slot {
-		// Counts that could not be pushed for more than a slot (the store
-		// was down) would be dated too late. For a Budget, late first
-		// attempts would earn credit for too long: drop them, but push the
-		// retries (late retries only make the fleet stricter). For a
-		// Throttle, drop both: they describe a past the fleet has moved on
-		// from.
-		da = 0
-		if e.kind == "throttle" {
-			db = 0
-		}
+	var dropA, dropB bool
+	if !e.lastOK.IsZero() && now.Sub(e.lastOK) > e.cfg.Interval+max(e.slot, e.cfg.Interval) {
+		// Counts that could not be pushed for more than a slot beyond a
+		// regular sync's lateness (one interval, or two when a slot is
+		// shorter than an interval: scheduling jitter) would be dated too
+		// late: the store was down. For a Budget, late first attempts
+		// would earn credit for too long: drop them, but push the retries
+		// (late retries only make the fleet stricter). For a Throttle,
+		// drop both: they describe a past the fleet has moved on from.
+		dropA = true
+		dropB = e.kind == "throttle"
 	}
-	reply, err := e.eval(ctx, e.keys(k), da, db)
+	keys := append(append(e.keyBuf[:0], e.keys(k)...), e.mark)
+	reply, err := e.eval(ctx, keys, la, lb, dropA, dropB)
 	if err == nil && len(reply) != 1+2*slots {
 		err = fmt.Errorf("%s: sync script answered %d values, want %d", e.cfg.Name, len(reply), 1+2*slots)
 	}
@@ -309,29 +317,18 @@ func (e *Engine) syncOnce() {
 		return
 	}
 	if reply[0] == 1 {
-		o := &e.own[k%slots]
-		if o.slot != k {
-			*o = ownSlot{slot: k}
-		}
-		o.a += da
-		o.b += db
 		e.pushedA, e.pushedB = la, lb
 		e.lastOK = now
 	}
 	var ra, rb int64
 	bad := reply[0] != 1
 	for i := range slots {
-		sk := k - int64(i)
 		ta, tb := reply[1+2*i], reply[2+2*i]
 		if ta < 0 || tb < 0 {
 			bad = true
-			ta, tb = max(ta, 0), max(tb, 0)
 		}
-		if o := e.own[sk%slots]; o.slot == sk {
-			ta, tb = ta-o.a, tb-o.b
-		}
-		ra += max(ta, 0)
-		rb += max(tb, 0)
+		ra = addCount(ra, ta)
+		rb = addCount(rb, tb)
 	}
 	if bad && !e.badLogged {
 		e.cfg.Logger.Error(e.cfg.Name+": data under the key prefix that this "+e.what+" did not write; ignored",
@@ -347,10 +344,34 @@ func (e *Engine) syncOnce() {
 	}
 }
 
+// addCount returns s+v for the counts of a slot, counting a negative v
+// (bad data) as 0 and saturating instead of overflowing.
+func addCount(s, v int64) int64 {
+	if v <= 0 {
+		return s
+	}
+	if v > math.MaxInt64-s {
+		return math.MaxInt64
+	}
+	return s + v
+}
+
 // eval runs the script, loading it first if needed and again on NOSCRIPT.
-func (e *Engine) eval(ctx context.Context, keys []string, da, db int64) ([]int64, error) {
-	ttl := e.slot*(slots+2) + e.cfg.Interval
-	args := []string{strconv.FormatInt(da, 10), strconv.FormatInt(db, 10), strconv.FormatInt(ttl.Milliseconds()+1, 10)}
+// la and lb are the cumulative local counts.
+func (e *Engine) eval(ctx context.Context, keys []string, la, lb int64, dropA, dropB bool) ([]int64, error) {
+	// 1.2 windows plus an interval, saturating for a window of centuries.
+	ttl := time.Duration(math.MaxInt64)
+	if e.slot <= (math.MaxInt64-e.cfg.Interval)/(slots+2) {
+		ttl = e.slot*(slots+2) + e.cfg.Interval
+	}
+	flag := func(b bool) string {
+		if b {
+			return "1"
+		}
+		return "0"
+	}
+	args := []string{strconv.FormatInt(la, 10), strconv.FormatInt(lb, 10), strconv.FormatInt(ttl.Milliseconds()+1, 10),
+		e.token, flag(dropA), flag(dropB), strconv.FormatInt(e.pushedA, 10), strconv.FormatInt(e.pushedB, 10)}
 	for try := 0; ; try++ {
 		if e.sha == "" {
 			sha, err := e.store.Load(ctx, Script)

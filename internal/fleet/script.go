@@ -3,39 +3,85 @@ package fleet
 // Script is the Lua script of one sync, run by EVALSHA (loaded once with
 // SCRIPT LOAD, loaded again on NOSCRIPT).
 //
-// KEYS are the window's slot keys, newest first: KEYS[1] is the current
-// slot. ARGV[1] and ARGV[2] are the counts to add to the current slot
-// (fields "a" and "b" of a hash), ARGV[3] the TTL in milliseconds that
-// the current slot gets. The reply is an array of integers: first 1 if the
-// counts were added (0 if the current slot held data the script does not
-// own), then a and b of each slot in KEYS order; a slot that is missing
-// reads as 0, 0, and a value that is not a non-negative integer (a key of
-// another type, a field that is not a number) reads as -1.
+// KEYS are the window's slot keys, newest first (KEYS[1] is the current
+// slot), then the process's mark key (see [Engine]). ARGV[1] and ARGV[2]
+// are the process's cumulative local counts (never deltas), ARGV[3] the
+// TTL in milliseconds of every key written, ARGV[4] the process's token,
+// ARGV[5] and ARGV[6] "1" to drop (mark as pushed without adding) what is
+// new of the first and second count, and ARGV[7] and ARGV[8] the counts
+// the process knows it has pushed.
+//
+// The script adds to the current slot (fields "a" and "b" of a hash, and
+// the process's own share of them in "<token>:a" and "<token>:b") only
+// what the mark key says was not pushed yet, then records the cumulative
+// counts in the mark key. A sync whose reply was lost after the server
+// ran it (a reset, a client timeout) is thus never counted twice: the
+// next sync, sending the same or larger cumulative counts, adds only the
+// difference. When the mark key is gone (expired, server restarted), the
+// counts the process knows it pushed are the floor.
+//
+// The reply is an array of integers: first 1 if the counts were added (0
+// if the current slot held data the script does not own), then, for each
+// slot in KEYS order, the other processes' a and b: the slot's totals
+// minus this process's own share. A slot that is missing reads as 0, 0,
+// and a value that is not a non-negative integer (a key of another type, a
+// field that is not a number) reads as -1.
 //
 // Every key the script writes gets the TTL, so nothing outlives two
 // windows; it never writes a key of another type.
 const Script = `
-local cur = KEYS[1]
-local da, db, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local n = #KEYS - 1
+local cur, mk = KEYS[1], KEYS[n + 1]
+local la, lb, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local fa, fb = ARGV[4] .. ':a', ARGV[4] .. ':b'
+local function count(v)
+  if not v then return 0 end
+  local x = tonumber(v)
+  if not x or x < 0 or x ~= math.floor(x) or x >= 2^53 then return -1 end
+  return x
+end
+local pa, pb = tonumber(ARGV[7]), tonumber(ARGV[8])
+local mt = redis.call('TYPE', mk)['ok']
+if mt == 'hash' then
+  local m = redis.call('HMGET', mk, 'a', 'b')
+  pa = math.max(pa, count(m[1]))
+  pb = math.max(pb, count(m[2]))
+end
+local da, db = math.max(la - pa, 0), math.max(lb - pb, 0)
+if ARGV[5] == '1' then da = 0 end
+if ARGV[6] == '1' then db = 0 end
 local pushed = 0
 local t = redis.call('TYPE', cur)['ok']
 if t == 'none' or t == 'hash' then
-  local ok = true
-  if da > 0 and type(redis.pcall('HINCRBY', cur, 'a', da)) == 'table' then ok = false end
-  if ok and db > 0 and type(redis.pcall('HINCRBY', cur, 'b', db)) == 'table' then ok = false end
-  if ok then pushed = 1 end
+  local v = redis.call('HMGET', cur, 'a', 'b', fa, fb)
+  if count(v[1]) >= 0 and count(v[2]) >= 0 and count(v[3]) >= 0 and count(v[4]) >= 0 then
+    if da > 0 then
+      redis.call('HINCRBY', cur, 'a', da)
+      redis.call('HINCRBY', cur, fa, da)
+    end
+    if db > 0 then
+      redis.call('HINCRBY', cur, 'b', db)
+      redis.call('HINCRBY', cur, fb, db)
+    end
+    pushed = 1
+    if (la > pa or lb > pb) and (mt == 'none' or mt == 'hash') then
+      redis.call('HSET', mk, 'a', ARGV[1], 'b', ARGV[2])
+      redis.call('PEXPIRE', mk, ttl)
+    end
+  end
   if redis.call('EXISTS', cur) == 1 then redis.call('PEXPIRE', cur, ttl) end
 end
 local out = {pushed}
-for i, k in ipairs(KEYS) do
+for i = 1, n do
+  local k = KEYS[i]
   local a, b = 0, 0
   local kt = redis.call('TYPE', k)['ok']
   if kt == 'hash' then
-    local v = redis.call('HMGET', k, 'a', 'b')
-    if v[1] then a = tonumber(v[1]) or -1 end
-    if v[2] then b = tonumber(v[2]) or -1 end
-    if a ~= -1 and (a < 0 or a ~= math.floor(a)) then a = -1 end
-    if b ~= -1 and (b < 0 or b ~= math.floor(b)) then b = -1 end
+    local v = redis.call('HMGET', k, 'a', 'b', fa, fb)
+    a, b = count(v[1]), count(v[2])
+    local oa, ob = math.max(count(v[3]), 0), math.max(count(v[4]), 0)
+    if a >= 0 then a = math.max(a - oa, 0) end
+    if b >= 0 then b = math.max(b - ob, 0) end
   elseif kt ~= 'none' then
     a, b = -1, -1
   end

@@ -1,0 +1,136 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/redistest"
+)
+
+// srvStore is a Store over redistest's one-connection-per-command client.
+type srvStore struct {
+	srv *redistest.Server
+	// lose, when it returns true, makes EvalSHA report an error after the
+	// server ran the script: a reply lost (connection reset, timeout).
+	lose func() bool
+}
+
+func (s srvStore) Load(_ context.Context, script string) (string, error) {
+	return s.srv.Do("SCRIPT", "LOAD", script)
+}
+
+func (s srvStore) EvalSHA(_ context.Context, sha string, keys, args []string) ([]int64, error) {
+	cmd := append([]string{"EVALSHA", sha, strconv.Itoa(len(keys))}, keys...)
+	cmd = append(cmd, args...)
+	r, err := s.srv.Do(cmd...)
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			return nil, errors.Join(ErrNoScript, err)
+		}
+		return nil, err
+	}
+	if s.lose != nil && s.lose() {
+		return nil, errors.New("read: connection reset by peer")
+	}
+	var out []int64
+	for _, f := range strings.Split(r, "\n") {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// fieldSum adds up field f of every slot key of kind under {prefix}.
+func fieldSum(t *testing.T, srv *redistest.Server, prefix, kind, f string) int64 {
+	t.Helper()
+	keys, err := srv.Do("KEYS", "{"+prefix+"}:"+kind+":*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, k := range strings.Fields(keys) {
+		if strings.Contains(k, ":p:") {
+			continue // a process's mark key
+		}
+		v, err := srv.Do("HGET", k, f)
+		if err != nil || v == "" {
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		sum += n
+	}
+	return sum
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// A sync interval at least as long as a window slot is valid, yet every
+// sync then found its last success "more than a slot" ago and dropped the
+// first attempts (a Budget) or everything (a Throttle): the fleet never
+// saw them.
+func TestIntervalLongerThanSlotPushesCounts(t *testing.T) {
+	srv := redistest.Start(t)
+	b, _ := retry.NewBudget(retry.BudgetConfig{Ratio: 1, MinPerSecond: -1, Window: time.Second}) // slot 100 ms
+	th, _ := retry.NewThrottle(retry.ThrottleConfig{Window: time.Second})
+	cfg := Config{Name: "x", Prefix: "slow", Interval: 200 * time.Millisecond, Logger: quiet}
+	eb, err := StartBudget(cfg, srvStore{srv: srv}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eb.Close()
+	et, err := StartThrottle(cfg, srvStore{srv: srv}, th)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer et.Close()
+	var sent int64
+	for end := time.Now().Add(900 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		b.RecordAttempt()
+		th.Record(true)
+		sent++
+	}
+	time.Sleep(450 * time.Millisecond) // two more syncs
+	// The window is 1 s: the last ~0.9 s of events must be in the store.
+	if a := fieldSum(t, srv, "slow", "budget", "a"); a < sent/2 {
+		t.Errorf("budget: %d first attempts made, the store holds %d", sent, a)
+	}
+	if a, b := fieldSum(t, srv, "slow", "throttle", "a"), fieldSum(t, srv, "slow", "throttle", "b"); a < sent/2 || b < sent/2 {
+		t.Errorf("throttle: %d requests and accepts made, the store holds %d and %d", sent, a, b)
+	}
+}
+
+// A sync whose reply is lost after the server ran the script (a reset, a
+// client timeout) was pushed again by the next sync: the fleet counted
+// those events twice, and this process saw its own first push as the
+// other processes' events.
+func TestLostReplyNotCountedTwice(t *testing.T) {
+	srv := redistest.Start(t)
+	var n atomic.Int64
+	st := srvStore{srv: srv, lose: func() bool { return n.Add(1)%2 == 1 }} // every other reply lost, the first included
+	b, _ := retry.NewBudget(retry.BudgetConfig{})
+	for range 100 {
+		b.RecordAttempt()
+	}
+	e, err := StartBudget(Config{Name: "x", Prefix: "lost", Logger: quiet}, st, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	time.Sleep(650 * time.Millisecond)
+	a := fieldSum(t, srv, "lost", "budget", "a")
+	t.Logf("a=%d calls=%d", a, n.Load())
+	if a != 100 {
+		t.Errorf("100 first attempts made, the store counts %d", a)
+	}
+}
