@@ -194,8 +194,8 @@ func snippetPackage(code string) map[string]string {
 		have[importedPath(line)] = true
 	}
 	if len(imports) == 0 {
-		// A block with an import block of its own must import everything
-		// it uses: a reader copies it as it is.
+		// Only a block without import lines gets these: one with import
+		// lines must import everything it uses, as a reader copies it.
 		for name, p := range readmeImports {
 			if regexp.MustCompile(`\b` + name + `\.`).MatchString(body) {
 				imports = append(imports, strconv.Quote(p))
