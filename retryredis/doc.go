@@ -56,7 +56,11 @@
 // a success. Every other failure is the *retry.Error of the loop, which
 // wraps a [*CommandError] (errors.Is and errors.As reach the client's
 // error, ErrNotSent or ErrMaybeApplied) and tells an enclosing retry loop
-// not to retry again (retry.IsExhausted).
+// not to retry again (retry.IsExhausted). The call's error remembers its
+// earlier attempts: once one lost its reply, the error matches
+// ErrMaybeApplied (never ErrNotSent), even when the last attempt was not
+// sent, was refused, or met an error reply (then wrapped in a
+// *CommandError too).
 //
 // Commands that set up the connection they are sent on (HELLO, AUTH,
 // SELECT, CLIENT ..., READONLY, READWRITE, RESET, QUIT) go straight to the

@@ -9,8 +9,10 @@ var (
 	// ErrNotSent is matched (with errors.Is) by the error of a command that
 	// never reached the server: the connection could not be dialled, the
 	// pool had no connection in time, or the write of a single command
-	// failed before the server could have read all of it. Such a command
-	// was not applied and may always be retried.
+	// failed before the server could have read all of it, at every attempt
+	// of the call. Such a command was not applied and may always be retried.
+	// A call whose last attempt was not sent but an earlier one may have
+	// been applied matches ErrMaybeApplied instead.
 	ErrNotSent = errors.New("retryredis: command was not sent")
 
 	// ErrMaybeApplied is matched (with errors.Is) by the error of a command
@@ -18,7 +20,10 @@ var (
 	// reset or closed, read timeout, context ended while waiting): the
 	// server may or may not have applied it. Such a command is retried only
 	// when it is safe to repeat (see the package documentation); otherwise
-	// the caller gets this error at once and must find out for itself.
+	// the caller gets this error at once and must find out for itself. It is
+	// also matched when the last attempt failed otherwise (not sent,
+	// refused, an error reply) after an earlier attempt of the same call
+	// lost its reply.
 	ErrMaybeApplied = errors.New("retryredis: command may have been applied")
 
 	// ErrClientRetries is wrapped by the error of Instrument for a client
@@ -54,7 +59,11 @@ const (
 // context error), and matches ErrNotSent or ErrMaybeApplied as the case
 // may be. Refusals that the server sent without running the command
 // (LOADING, READONLY, ...) match neither: the wrapped redis.Error says
-// what happened.
+// what happened. What an earlier attempt of the same call left unknown
+// counts too: once an attempt lost its reply (the command was safe to
+// repeat), the call's error matches ErrMaybeApplied and not ErrNotSent,
+// whatever the later attempts met, and an error reply at a later attempt
+// comes back in a CommandError so that it says so.
 type CommandError struct {
 	// Command is the command's name in lower case ("incr"), or "pipeline"
 	// or "multi" for a pipeline or transaction.
@@ -63,19 +72,23 @@ type CommandError struct {
 	Err error
 
 	outcome outcome
+	earlier bool // an earlier attempt of the call may have been applied
 }
 
 // Error returns "retryredis: incr: " followed by what is known and the
 // client's error.
 func (e *CommandError) Error() string {
 	var what string
+	if e.earlier && e.outcome != outcomeMaybeApplied {
+		what = "may have been applied by an earlier attempt, then "
+	}
 	switch e.outcome {
 	case outcomeNotSent:
-		what = "not sent: "
+		what += "not sent: "
 	case outcomeMaybeApplied:
 		what = "may have been applied: "
 	case outcomeRefused:
-		what = "refused by the server, not applied: "
+		what += "refused by the server, not run: "
 	}
 	return "retryredis: " + e.Command + ": " + what + e.Err.Error()
 }
@@ -88,9 +101,9 @@ func (e *CommandError) Unwrap() error { return e.Err }
 func (e *CommandError) Is(target error) bool {
 	switch target {
 	case ErrNotSent:
-		return e.outcome == outcomeNotSent
+		return e.outcome == outcomeNotSent && !e.earlier
 	case ErrMaybeApplied:
-		return e.outcome == outcomeMaybeApplied
+		return e.outcome == outcomeMaybeApplied || e.earlier
 	}
 	return false
 }

@@ -105,14 +105,17 @@ func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if connState(cmd.Name()) {
 			return next(ctx, cmd)
 		}
-		var last error
+		var (
+			last    error
+			applied bool // an attempt lost its reply: the command may have been applied
+		)
 		err := retry.Do(ctx, h.policy, func(ctx context.Context) error {
 			err := next(ctx, cmd)
 			last = err
 			if err == nil || err == redis.Nil {
 				return nil
 			}
-			return h.judge(ctx, err, cmd)
+			return h.judge(ctx, err, cmd, &applied)
 		})
 		if err == nil {
 			if h.table.needLoad.Load() {
@@ -125,18 +128,27 @@ func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 // judge turns the error of one attempt of cmd into what the retry loop
-// needs: a retryable *CommandError, or one marked Permanent.
-func (h *hook) judge(ctx context.Context, err error, cmd redis.Cmder) error {
+// needs: a retryable *CommandError, or one marked Permanent. *applied
+// says whether an earlier attempt of the call may have been applied (its
+// reply was lost); judge sets it when this one may have been, so that a
+// later failure does not claim the command was never applied.
+func (h *hook) judge(ctx context.Context, err error, cmd redis.Cmder, applied *bool) error {
 	o := classify(err, false)
 	switch o {
 	case outcomeReply:
+		if *applied {
+			return retry.Permanent(&CommandError{Command: cmd.Name(), Err: err, outcome: o, earlier: true})
+		}
 		return retry.Permanent(err)
 	case outcomeFinal:
-		return retry.Permanent(&CommandError{Command: cmd.Name(), Err: err, outcome: outcomeNotSent})
+		return retry.Permanent(&CommandError{Command: cmd.Name(), Err: err, outcome: outcomeNotSent, earlier: *applied})
 	}
-	ce := &CommandError{Command: cmd.Name(), Err: err, outcome: o}
-	if o == outcomeMaybeApplied && !h.table.safe(ctx, cmd) {
-		return retry.Permanent(ce)
+	ce := &CommandError{Command: cmd.Name(), Err: err, outcome: o, earlier: *applied}
+	if o == outcomeMaybeApplied {
+		if !h.table.safe(ctx, cmd) {
+			return retry.Permanent(ce)
+		}
+		*applied = true
 	}
 	return ce
 }
@@ -162,7 +174,10 @@ func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		if allConnState(cmds) {
 			return next(ctx, cmds)
 		}
-		var last error
+		var (
+			last    error
+			applied bool // an attempt lost its replies: the commands may have been applied
+		)
 		attempt := 0
 		err := retry.Do(ctx, h.policy, func(ctx context.Context) error {
 			if attempt > 0 {
@@ -186,7 +201,7 @@ func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 			if err == nil || err == redis.Nil {
 				return nil
 			}
-			return h.judgePipeline(ctx, err, cmds)
+			return h.judgePipeline(ctx, err, cmds, &applied)
 		})
 		if err == nil {
 			return last
@@ -229,8 +244,16 @@ func pipelineName(cmds []redis.Cmder) string {
 // error, or the first command's error reply; for a reply, the pipeline is
 // retried only when the only errors in it are refusals (LOADING, ...) and
 // every command is safe to repeat, since the others already ran.
-func (h *hook) judgePipeline(ctx context.Context, err error, cmds []redis.Cmder) error {
+//
+// *applied is judge's: whether an earlier attempt may have been applied.
+func (h *hook) judgePipeline(ctx context.Context, err error, cmds []redis.Cmder, applied *bool) error {
 	o := classify(err, true)
+	reply := func() error { // the reply, marked when an earlier attempt may have been applied
+		if *applied {
+			return retry.Permanent(&CommandError{Command: pipelineName(cmds), Err: err, outcome: outcomeReply, earlier: true})
+		}
+		return retry.Permanent(err)
+	}
 	switch o {
 	case outcomeReply, outcomeRefused:
 		refused := false
@@ -243,19 +266,22 @@ func (h *hook) judgePipeline(ctx context.Context, err error, cmds []redis.Cmder)
 			case outcomeRefused:
 				refused = true
 			case outcomeReply:
-				return retry.Permanent(err)
+				return reply()
 			}
 		}
 		if !refused || !h.table.allSafe(ctx, cmds) {
-			return retry.Permanent(err)
+			return reply()
 		}
-		return &CommandError{Command: pipelineName(cmds), Err: err, outcome: outcomeRefused}
+		return &CommandError{Command: pipelineName(cmds), Err: err, outcome: outcomeRefused, earlier: *applied}
 	case outcomeFinal:
-		return retry.Permanent(&CommandError{Command: pipelineName(cmds), Err: err, outcome: outcomeNotSent})
+		return retry.Permanent(&CommandError{Command: pipelineName(cmds), Err: err, outcome: outcomeNotSent, earlier: *applied})
 	}
-	ce := &CommandError{Command: pipelineName(cmds), Err: err, outcome: o}
-	if o == outcomeMaybeApplied && !h.table.allSafe(ctx, cmds) {
-		return retry.Permanent(ce)
+	ce := &CommandError{Command: pipelineName(cmds), Err: err, outcome: o, earlier: *applied}
+	if o == outcomeMaybeApplied {
+		if !h.table.allSafe(ctx, cmds) {
+			return retry.Permanent(ce)
+		}
+		*applied = true
 	}
 	return ce
 }

@@ -13,7 +13,9 @@ import (
 // valkey-go: a dial error (*net.OpError with Op "dial") comes before
 // anything is written; a *valkey.ValkeyError is a reply (a refusal, or a
 // reply saying the request is wrong); ErrClosing means the client is
-// closed; everything else may have been applied.
+// closed (outcomeFinal: not sent when the client was closed before the
+// call, else it may have been applied, see client.final); everything else
+// may have been applied.
 func classify(err error) outcome {
 	if ve, ok := valkey.IsValkeyErr(err); ok {
 		if rediscmd.Refusal(ve.Error()) {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrykit/retry"
@@ -170,6 +171,26 @@ type client struct {
 	r        *retryer
 	cluster  bool            // valkey-go's cluster loop also repeats TRYAGAIN and CLUSTERDOWN
 	readOnly map[string]bool // the server's command table, read once; nil: the built-in one
+	closed   atomic.Bool     // Close has returned: every later send fails with ErrClosing unsent
+}
+
+// Close closes the client as valkey-go's Close does (waiting for the calls
+// in flight), and remembers that it did: a call made afterwards fails with
+// an error matching ErrNotSent, while a call in flight during Close that
+// fails with valkey-go's ErrClosing may have been applied (valkey-go
+// answers ErrClosing to commands it had already written).
+func (c *client) Close() {
+	c.Client.Close()
+	c.closed.Store(true)
+}
+
+// final is the outcome of a send that failed with ErrClosing, given
+// whether the client had been closed before the call began.
+func final(closedBefore bool) outcome {
+	if closedBefore {
+		return outcomeNotSent
+	}
+	return outcomeMaybeApplied
 }
 
 // safe reports whether cmd may be repeated after it was written: valkey-go
@@ -211,17 +232,19 @@ func bounded(ctx context.Context, deadline time.Time) (context.Context, context.
 }
 
 // wrap returns resp, with an error that is not a server reply wrapped in a
-// *CommandError.
-func wrap(resp valkey.ValkeyResult, cmdName string) valkey.ValkeyResult {
+// *CommandError; closedBefore says whether the client was closed before the
+// call began, earlier whether an earlier send of the command may have been
+// applied.
+func wrap(resp valkey.ValkeyResult, cmdName string, closedBefore, earlier bool) valkey.ValkeyResult {
 	err := resp.NonValkeyError()
 	if err == nil {
 		return resp
 	}
 	o := classify(err)
 	if o == outcomeFinal {
-		o = outcomeNotSent
+		o = final(closedBefore)
 	}
-	return valkey.NewErrorResult(&CommandError{Command: cmdName, Err: err, outcome: o})
+	return valkey.NewErrorResult(&CommandError{Command: cmdName, Err: err, outcome: o, earlier: earlier})
 }
 
 // innerRetries reports whether valkey-go's own loop repeats a retryable
@@ -279,10 +302,12 @@ func (c *client) DoCache(ctx context.Context, cmd valkey.Cacheable, ttl time.Dur
 // lost reply only when safe.
 func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx context.Context, resend bool) valkey.ValkeyResult) valkey.ValkeyResult {
 	var (
-		resp valkey.ValkeyResult
-		last *CommandError // the failure without a reply of the last send, if any
-		sent int
+		resp  valkey.ValkeyResult
+		last  *CommandError // the failure without a reply of the last send, if any
+		sent  int
+		maybe bool // a send lost its reply: the command may have been applied
 	)
+	closedBefore := c.closed.Load()
 	deadline := c.deadline()
 	err := retry.Do(ctx, c.r.p, func(ctx context.Context) error {
 		sent++
@@ -308,14 +333,15 @@ func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx conte
 		case outcomeReply:
 			return retry.Permanent(err)
 		default:
-			last = &CommandError{Command: k.name(), Err: err, outcome: o}
+			last = &CommandError{Command: k.name(), Err: err, outcome: o, earlier: maybe}
 			if o == outcomeFinal { // the client is closed
-				last.outcome = outcomeNotSent
+				last.outcome = final(closedBefore)
 				return retry.Permanent(last)
 			}
 			if inner || !k.resendable() || (o == outcomeMaybeApplied && !safe) {
 				return retry.Permanent(last)
 			}
+			maybe = maybe || o == outcomeMaybeApplied
 			return last
 		}
 	})
@@ -476,9 +502,11 @@ func (c *client) DoMulti(ctx context.Context, multi ...valkey.Completed) []valke
 	}()
 	var (
 		resps []valkey.ValkeyResult
-		from  int // the tail from here on is sent again
-		sent  int // sends of the pipeline (or of its tail)
+		from  int  // the tail from here on is sent again
+		sent  int  // sends of the pipeline (or of its tail)
+		maybe bool // a send of the tail lost a reply: its commands may have been applied
 	)
+	closedBefore := c.closed.Load()
 	deadline := c.deadline()
 	err := retry.Do(ctx, c.r.p, func(ctx context.Context) error {
 		sent++
@@ -497,6 +525,7 @@ func (c *client) DoMulti(ctx context.Context, multi ...valkey.Completed) []valke
 		}
 		first := -1 // the first command of this send that failed
 		resend := !tx
+		lost := false // a failed command of this send may have been applied
 		for i := from; i < len(resps); i++ {
 			err := resps[i].Error()
 			if err == nil || valkey.IsValkeyNil(err) {
@@ -519,6 +548,7 @@ func (c *client) DoMulti(ctx context.Context, multi ...valkey.Completed) []valke
 				resend = resend && !inner
 			case outcomeMaybeApplied:
 				resend = resend && !inner && all
+				lost = true
 			default:
 				resend = false
 			}
@@ -530,6 +560,7 @@ func (c *client) DoMulti(ctx context.Context, multi ...valkey.Completed) []valke
 			return nil
 		case resend:
 			from = first
+			maybe = maybe || lost
 			return resps[first].Error()
 		}
 		return retry.Permanent(resps[first].Error())
@@ -542,7 +573,7 @@ func (c *client) DoMulti(ctx context.Context, multi ...valkey.Completed) []valke
 		return out
 	}
 	for i := range resps {
-		resps[i] = wrap(resps[i], ks[i].name())
+		resps[i] = wrap(resps[i], ks[i].name(), closedBefore, maybe && i >= from)
 	}
 	return resps
 }

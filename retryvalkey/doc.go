@@ -88,7 +88,14 @@
 // a failure without a reply comes back as a [*CommandError] matching
 // [ErrNotSent] or [ErrMaybeApplied] (from Do and DoCache inside the
 // *retry.Error of the loop when it made more than one send; DoMulti
-// returns each command's own *CommandError).
+// returns each command's own *CommandError). valkey-go's ErrClosing is
+// "not sent" only for a call made after Close returned: valkey-go also
+// answers it to commands already written when the client closes. Once a
+// send of this client's loop lost its reply, a later unsent send does not
+// make the call's error match ErrNotSent; the repeats valkey-go's loop
+// made of the first send are not seen, so after a first send of a
+// retryable command that ended unsent, an earlier repeat may have been
+// applied (the command was safe to repeat).
 //
 // # Observing
 //

@@ -7,8 +7,11 @@ import (
 
 var (
 	// ErrNotSent is matched (with errors.Is) by the error of a command that
-	// never reached the server: the connection could not be dialled. Such a
-	// command was not applied and may always be retried.
+	// never reached the server: the connection could not be dialled, at
+	// every send of the call this client made, or the client had been
+	// closed before the call. Such a command was not applied and may always
+	// be retried. (valkey-go's own repeats of a first send are not seen:
+	// see the package documentation.)
 	ErrNotSent = errors.New("retryvalkey: command was not sent")
 
 	// ErrMaybeApplied is matched (with errors.Is) by the error of a command
@@ -16,7 +19,10 @@ var (
 	// reset or closed, timeout, context ended while waiting): the server
 	// may or may not have applied it. valkey-go writes commands from a
 	// background goroutine and pipelines them, so any failure after the
-	// command was queued on a live connection is of this kind.
+	// command was queued on a live connection is of this kind, valkey-go's
+	// ErrClosing included when the client was closed while the call was
+	// in flight. It is also matched when a later send of the same call
+	// failed without a reply in another way (not sent).
 	ErrMaybeApplied = errors.New("retryvalkey: command may have been applied")
 )
 
@@ -41,6 +47,7 @@ type CommandError struct {
 	Err error
 
 	outcome outcome
+	earlier bool // an earlier send of the call may have been applied
 }
 
 // Error returns "retryvalkey: INCR: " followed by what is known and the
@@ -49,6 +56,9 @@ func (e *CommandError) Error() string {
 	what := "may have been applied: "
 	if e.outcome == outcomeNotSent {
 		what = "not sent: "
+		if e.earlier {
+			what = "may have been applied by an earlier send, then not sent: "
+		}
 	}
 	return "retryvalkey: " + e.Command + ": " + what + e.Err.Error()
 }
@@ -61,9 +71,9 @@ func (e *CommandError) Unwrap() error { return e.Err }
 func (e *CommandError) Is(target error) bool {
 	switch target {
 	case ErrNotSent:
-		return e.outcome == outcomeNotSent
+		return e.outcome == outcomeNotSent && !e.earlier
 	case ErrMaybeApplied:
-		return e.outcome == outcomeMaybeApplied
+		return e.outcome == outcomeMaybeApplied || e.earlier
 	}
 	return false
 }

@@ -242,3 +242,12 @@ func freePort(tb testing.TB) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// SlowIncr is a Lua script that increments KEYS[1], then keeps the server
+// busy for 200 ms before it answers (other clients get BUSY meanwhile):
+// a command the server applied while its reply is still to come.
+const SlowIncr = `redis.call('INCR', KEYS[1])
+local t0 = redis.call('TIME')
+local s = t0[1]*1000000 + t0[2]
+while true do local t = redis.call('TIME'); if t[1]*1000000 + t[2] - s > 200000 then break end end
+return 1`

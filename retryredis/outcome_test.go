@@ -1,0 +1,93 @@
+package retryredis_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/faultproxy"
+	"github.com/retrykit/retry/internal/redistest"
+	"github.com/retrykit/retry/retryredis"
+)
+
+// waitBusy waits until srv answers BUSY: the script runs (its INCR done).
+func waitBusy(t *testing.T, srv *redistest.Server) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); ; {
+		if _, err := srv.Do("PING"); err != nil && strings.HasPrefix(err.Error(), "BUSY") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the script never made the server busy")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestClosedInFlight: a client closed while a command is in flight (the
+// server ran it and is still busy) reports "may have been applied", never
+// "not sent".
+func TestClosedInFlight(t *testing.T) {
+	srv := redistest.Start(t)
+	if _, err := srv.Do("CONFIG", "SET", "busy-reply-threshold", "10"); err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1, PoolSize: 4})
+	if err := retryredis.Instrument(context.Background(), c, testPolicy()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() { done <- c.Eval(ctx, redistest.SlowIncr, []string{"k"}).Err() }()
+	waitBusy(t, srv)
+	c.Close()
+	err := <-done
+	if !errors.Is(err, retryredis.ErrMaybeApplied) || errors.Is(err, retryredis.ErrNotSent) {
+		t.Fatalf("EVAL in flight when the client closed: %v; want ErrMaybeApplied", err)
+	}
+}
+
+// TestNotSentAfterLostReply: a SET (safe to repeat) loses its reply, then
+// every resend meets a refused dial. The server applied the first SET, so
+// the call's error must not say "not sent".
+func TestNotSentAfterLostReply(t *testing.T) {
+	srv := redistest.Start(t)
+	var once atomic.Bool
+	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: func(n string) bool {
+		return n == "set" && once.CompareAndSwap(false, true)
+	}})
+	p := testPolicy()
+	p.MaxAttempts = 3
+	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+		if e.Kind == retry.EventRetry {
+			px.SetRefuse(true) // the resends are not sent
+		}
+	})
+	c := newClient(t, px.Addr(), p)
+	err := c.Set(context.Background(), "k", "v", 0).Err()
+	if v, _ := srv.Do("GET", "k"); v != "v" {
+		t.Fatalf("k = %q; want v (the first SET applied)", v)
+	}
+	var re *retry.Error
+	if errors.Is(err, retryredis.ErrNotSent) || !errors.Is(err, retryredis.ErrMaybeApplied) || !errors.As(err, &re) || re.Attempts != 3 {
+		t.Fatalf("SET applied, then not sent twice: %v; want ErrMaybeApplied after 3 attempts, not ErrNotSent", err)
+	}
+
+	// The same for a pipeline of safe commands.
+	px.SetRefuse(false)
+	once.Store(false)
+	_, err = c.Pipelined(context.Background(), func(pl redis.Pipeliner) error {
+		pl.Set(context.Background(), "p", "1", 0)
+		pl.Get(context.Background(), "p")
+		return nil
+	})
+	if errors.Is(err, retryredis.ErrNotSent) || !errors.Is(err, retryredis.ErrMaybeApplied) {
+		t.Fatalf("pipeline applied, then not sent: %v; want ErrMaybeApplied, not ErrNotSent", err)
+	}
+}
