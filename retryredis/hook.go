@@ -6,6 +6,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"weak"
 
@@ -93,6 +94,21 @@ type hook struct {
 	table  commandTable
 }
 
+// sharing is set once a Share has started on a *redis.Client: from then
+// on, the hooks look for shareKey in a command's context.
+var sharing atomic.Bool
+
+// shareKey marks the context of a Share's commands.
+type shareKey struct{}
+
+// bypass reports whether a command with ctx goes straight to the client:
+// a Share's sync, which is not retried (the next sync is the retry) and
+// must not count as a first attempt of the policy's Budget or a request
+// of its Throttle, whether the Share started before or after Instrument.
+func bypass(ctx context.Context) bool {
+	return sharing.Load() && ctx.Value(shareKey{}) != nil
+}
+
 func (h *hook) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return next(ctx, network, addr)
@@ -102,7 +118,7 @@ func (h *hook) DialHook(next redis.DialHook) redis.DialHook {
 // ProcessHook retries one command.
 func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if connState(cmd.Name()) {
+		if connState(cmd.Name()) || bypass(ctx) {
 			return next(ctx, cmd)
 		}
 		var (
@@ -171,7 +187,7 @@ func replyAtFirst(err, last error) error {
 // to repeat.
 func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if allConnState(cmds) {
+		if allConnState(cmds) || bypass(ctx) {
 			return next(ctx, cmds)
 		}
 		var (

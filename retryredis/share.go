@@ -65,7 +65,10 @@ func WithLogger(l *slog.Logger) ShareOption {
 // is one floor for the fleet, not one per process.
 //
 // client is any go-redis client (*redis.Client, *redis.ClusterClient,
-// *redis.Ring, a failover client) as the caller configured it. The keys are
+// *redis.Ring, a failover client) as the caller configured it, also one
+// that Instrument made retrykit's: the syncs bypass its hook (they are
+// not retried, the next sync is the retry, and count neither in the
+// policy's Budget nor in its Throttle). The keys are
 // "{prefix}:budget:w<window ms>:<slot>", each with a TTL of 1.2 windows
 // plus one interval; on a cluster they share one hash slot. Nothing is sent
 // on the request path: b decides locally until the first sync, and again
@@ -79,7 +82,7 @@ func ShareBudget(client redis.Scripter, prefix string, b *retry.Budget, opts ...
 	if err != nil {
 		return nil, err
 	}
-	e, err := fleet.StartBudget(cfg, store{client}, b)
+	e, err := fleet.StartBudget(cfg, newStore(client), b)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +100,7 @@ func ShareThrottle(client redis.Scripter, prefix string, t *retry.Throttle, opts
 	if err != nil {
 		return nil, err
 	}
-	e, err := fleet.StartThrottle(cfg, store{client}, t)
+	e, err := fleet.StartThrottle(cfg, newStore(client), t)
 	if err != nil {
 		return nil, err
 	}
@@ -138,11 +141,22 @@ func (s *Share) Stats() ShareStats {
 // store adapts a go-redis client to fleet.Store.
 type store struct{ c redis.Scripter }
 
+// newStore returns the store of client, whose syncs bypass the hook of
+// Instrument if the client has it, now or later (see bypass).
+func newStore(client redis.Scripter) store {
+	if _, ok := client.(*redis.Client); ok {
+		sharing.Store(true)
+	}
+	return store{client}
+}
+
 func (s store) Load(ctx context.Context, script string) (string, error) {
+	ctx = context.WithValue(ctx, shareKey{}, true)
 	return s.c.ScriptLoad(ctx, script).Result()
 }
 
 func (s store) EvalSHA(ctx context.Context, sha string, keys, args []string) ([]int64, error) {
+	ctx = context.WithValue(ctx, shareKey{}, true)
 	argv := make([]any, len(args))
 	for i, a := range args {
 		argv[i] = a

@@ -1,6 +1,7 @@
 package retryredis_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -59,4 +60,17 @@ func TestMain(m *testing.M) {
 	// goroutine of its own, which ends by itself at its next try once the
 	// client is closed.
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
+}
+
+// TestShareThroughInstrumentedClient: a Share over a client that
+// Instrument made retrykit's, with the shared Budget and Throttle in its
+// policy: the syncs bypass the hook and count in neither.
+func TestShareThroughInstrumentedClient(t *testing.T) {
+	fleettest.ShareThroughRetryClient(t, func(t *testing.T, addr string, p retry.Policy) fleettest.Client {
+		c := shareClient(t, addr)
+		if err := retryredis.Instrument(context.Background(), c, p); err != nil {
+			t.Fatal(err)
+		}
+		return fleetClient{c}
+	})
 }

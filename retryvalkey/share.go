@@ -65,7 +65,9 @@ func WithLogger(l *slog.Logger) ShareOption {
 // is one floor for the fleet, not one per process.
 //
 // client is a valkey.Client (standalone, cluster or Sentinel) as the
-// caller configured it. The keys are
+// caller configured it, also one that NewClient returned: the syncs skip
+// its retry loop (they are not retried, the next sync is the retry, and
+// count neither in the policy's Budget nor in its Throttle). The keys are
 // "{prefix}:budget:w<window ms>:<slot>", each with a TTL of 1.2 windows
 // plus one interval; on a cluster they share one hash slot. Nothing is sent
 // on the request path: b decides locally until the first sync, and again
@@ -79,7 +81,7 @@ func ShareBudget(client valkey.Client, prefix string, b *retry.Budget, opts ...S
 	if err != nil {
 		return nil, err
 	}
-	e, err := fleet.StartBudget(cfg, store{client}, b)
+	e, err := fleet.StartBudget(cfg, newStore(client), b)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +99,7 @@ func ShareThrottle(client valkey.Client, prefix string, t *retry.Throttle, opts 
 	if err != nil {
 		return nil, err
 	}
-	e, err := fleet.StartThrottle(cfg, store{client}, t)
+	e, err := fleet.StartThrottle(cfg, newStore(client), t)
 	if err != nil {
 		return nil, err
 	}
@@ -137,6 +139,17 @@ func (s *Share) Stats() ShareStats {
 
 // store adapts a valkey-go client to fleet.Store.
 type store struct{ c valkey.Client }
+
+// newStore returns the store of c. The client of NewClient is unwrapped:
+// a Share's syncs skip the wrapper's retry loop (the next sync is the
+// retry), so that they are neither first attempts of its Budget nor
+// requests of its Throttle.
+func newStore(c valkey.Client) store {
+	if w, ok := c.(*client); ok {
+		return store{w.Client}
+	}
+	return store{c}
+}
 
 func (s store) Load(ctx context.Context, script string) (string, error) {
 	return s.c.Do(ctx, s.c.B().ScriptLoad().Script(script).Build()).ToString()

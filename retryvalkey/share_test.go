@@ -90,3 +90,18 @@ func TestShareReadsFleetKeys(t *testing.T) {
 		t.Fatalf("granted %d with the fleet's 9×12 retries in the window", n)
 	}
 }
+
+// TestShareThroughRetryClient: a Share over the client of NewClient, with
+// the shared Budget and Throttle in its policy: the syncs skip the
+// wrapper's loop and count in neither.
+func TestShareThroughRetryClient(t *testing.T) {
+	fleettest.ShareThroughRetryClient(t, func(t *testing.T, addr string, p retry.Policy) fleettest.Client {
+		c, err := retryvalkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}, DisableCache: true,
+			Dialer: net.Dialer{Timeout: 100 * time.Millisecond}}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return fleetClient{c}
+	})
+}

@@ -277,3 +277,39 @@ func ShareErrors(t *testing.T, module string, c Client, nilClient func(*retry.Bu
 		}
 	}
 }
+
+// ShareThroughRetryClient: a Budget and a Throttle shared over a client
+// whose retry layer is retrykit's, with a policy holding that Budget and
+// Throttle (dial makes such a client). The syncs bypass the client's retry
+// loop: they are not first attempts of the Budget nor requests of the
+// Throttle, which would otherwise earn the process about a floor's worth
+// of retries a second, the multiplication sharing is meant to prevent.
+func ShareThroughRetryClient(t *testing.T, dial func(t *testing.T, addr string, p retry.Policy) Client) {
+	srv := redistest.Start(t)
+	b, _ := retry.NewBudget(retry.BudgetConfig{})
+	th, _ := retry.NewThrottle(retry.ThrottleConfig{})
+	c := dial(t, srv.Addr(), retry.Policy{Budget: b, Throttle: th})
+	sb, err := c.ShareBudget("bypass", b, ShareOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	st, err := c.ShareThrottle("bypass", th, ShareOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if !WaitFor(2*time.Second, func() bool {
+		nb, _, _ := sb.Counts()
+		nt, _, _ := st.Counts()
+		return nb >= 3 && nt >= 3
+	}) {
+		t.Fatalf("no syncs: budget %s, throttle %s", stats(sb), stats(st))
+	}
+	if first, retries := b.LocalCounts(); first != 0 || retries != 0 {
+		t.Errorf("the Budget counted %d first attempts and %d retries from its own syncs, want none", first, retries)
+	}
+	if requests, accepts := th.LocalCounts(); requests != 0 || accepts != 0 {
+		t.Errorf("the Throttle counted %d requests (%d accepted) from its own syncs, want none", requests, accepts)
+	}
+}
