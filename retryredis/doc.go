@@ -94,7 +94,15 @@
 // follows MOVED and ASK redirects and retries network errors and
 // CLUSTERDOWN/TRYAGAIN in one loop bounded by ClusterOptions.MaxRedirects,
 // so their retries cannot be turned off without losing redirects. Ring
-// clients are not supported yet.
+// clients are not supported yet. go-redis's AutoPipeline is not covered:
+// it batches many callers' commands into pipelines under its own context
+// (a call's MarkSafe is not seen there), and its Close sends an already
+// attempted command once more by itself.
+//
+// A script (EVAL, EVALSHA, FCALL) that writes and then returns an error
+// reply beginning with a refusal code (LOADING, BUSY, READONLY, ...) is
+// taken for the server's refusal, which means the script did not run, and
+// is run again: scripts should not answer with those codes.
 //
 // The success path adds no allocation and no clock reading to a command
 // (see BenchmarkGet).

@@ -97,6 +97,11 @@
 // retryable command that ended unsent, an earlier repeat may have been
 // applied (the command was safe to repeat).
 //
+// A script (EVAL, EVALSHA, FCALL) that writes and then returns an error
+// reply beginning with a refusal code (LOADING, BUSY, READONLY, ...) is
+// taken for the server's refusal, which means the script did not run, and
+// is run again: scripts should not answer with those codes.
+//
 // # Observing
 //
 // The policy's Observer sees every attempt, retry, Budget refusal and
