@@ -2,6 +2,7 @@ package retryredis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"runtime"
@@ -133,6 +134,7 @@ func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			}
 			return h.judge(ctx, err, cmd, &applied)
 		})
+		err = keepApplied(err, applied, cmd.Name())
 		if err == nil {
 			if h.table.needLoad.Load() {
 				h.table.maybeReload(ctx, next)
@@ -173,6 +175,21 @@ func (h *hook) judge(ctx context.Context, err error, cmd redis.Cmder, applied *b
 // attempt as the client itself would have returned it (so that type
 // assertions to redis.Error keep working); every other failure is the
 // *retry.Error of the loop.
+// keepApplied returns err, the loop's, saying that the command may have
+// been applied when an attempt lost its reply (applied), whatever ended
+// the loop after that: a Throttle's rejection, a Budget's refusal or the
+// context, which call no attempt and so could not say it themselves.
+func keepApplied(err error, applied bool, name string) error {
+	if !applied || err == nil || errors.Is(err, ErrMaybeApplied) {
+		return err
+	}
+	if re, ok := err.(*retry.Error); ok {
+		re.Err = &CommandError{Command: name, Err: re.Err, outcome: outcomeNotSent, earlier: true}
+		return re
+	}
+	return &CommandError{Command: name, Err: err, outcome: outcomeNotSent, earlier: true}
+}
+
 func replyAtFirst(err, last error) error {
 	if re, ok := err.(*retry.Error); ok && re.Attempts == 1 && re.Reason == retry.ReasonPermanent {
 		if _, isReply := last.(redis.Error); isReply {
@@ -219,6 +236,7 @@ func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 			}
 			return h.judgePipeline(ctx, err, cmds, &applied)
 		})
+		err = keepApplied(err, applied, pipelineName(cmds))
 		if err == nil {
 			return last
 		}

@@ -91,3 +91,48 @@ func TestNotSentAfterLostReply(t *testing.T) {
 		t.Fatalf("pipeline applied, then not sent: %v; want ErrMaybeApplied, not ErrNotSent", err)
 	}
 }
+
+// TestThrottledAfterLostReply: a SET whose reply was lost, then the
+// Throttle rejects every resend: nothing was sent after the first SET, but
+// the call's error must still say that it may have been applied (and
+// still match retry.ErrThrottled), for a command and for a pipeline.
+func TestThrottledAfterLostReply(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, pipeline := range []bool{false, true} {
+		var once atomic.Bool
+		px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: func(n string) bool {
+			return n == "set" && once.CompareAndSwap(false, true)
+		}})
+		th, _ := retry.NewThrottle(retry.ThrottleConfig{})
+		p := testPolicy()
+		p.MaxAttempts = 3
+		p.Throttle = th
+		p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+			if e.Kind == retry.EventRetry {
+				for range 1 << 20 { // then it rejects with probability 1 - 2^-20
+					th.Record(false)
+				}
+			}
+		})
+		c := newClient(t, px.Addr(), p)
+		var err error
+		if pipeline {
+			_, err = c.Pipelined(context.Background(), func(pl redis.Pipeliner) error {
+				pl.Set(context.Background(), "k", "v", 0)
+				pl.Get(context.Background(), "k")
+				return nil
+			})
+		} else {
+			err = c.Set(context.Background(), "k", "v", 0).Err()
+		}
+		if v, _ := srv.Do("GET", "k"); v != "v" {
+			t.Fatalf("pipeline %v: k = %q; want v (the first SET applied)", pipeline, v)
+		}
+		if !errors.Is(err, retry.ErrThrottled) || !errors.Is(err, retryredis.ErrMaybeApplied) || errors.Is(err, retryredis.ErrNotSent) {
+			t.Fatalf("pipeline %v: SET applied, then throttled: %v; want ErrMaybeApplied and ErrThrottled", pipeline, err)
+		}
+		if _, err := srv.Do("DEL", "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -72,10 +72,14 @@ func WithLogger(l *slog.Logger) ShareOption {
 // "{prefix}:budget:w<window ms>:<slot>", each with a TTL of 1.2 windows
 // plus one interval; on a cluster they share one hash slot. Nothing is sent
 // on the request path: b decides locally until the first sync, and again
-// whenever a sync fails, and Close makes it local for good.
+// whenever a sync fails, and Close makes it local for good. What b
+// counted before ShareBudget is not pushed to the fleet, only what
+// follows; sharing b again after Close continues where its last share
+// stopped.
 //
-// It returns an error for a nil client or Budget, an empty prefix or an
-// invalid option; it does not contact the server (a server that is down
+// It returns an error for a nil client or Budget, an empty prefix or one
+// with a brace (it is the keys' Redis Cluster hash tag), or an invalid
+// option; it does not contact the server (a server that is down
 // at start is a fallback, logged, not an error).
 func ShareBudget(client redis.Scripter, prefix string, b *retry.Budget, opts ...ShareOption) (*Share, error) {
 	cfg, err := shareConfig(client, prefix, opts)

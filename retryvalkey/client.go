@@ -345,6 +345,14 @@ func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx conte
 			return last
 		}
 	})
+	if maybe && err != nil && !errors.Is(err, ErrMaybeApplied) {
+		// A send lost its reply, then something that calls no send ended
+		// the loop (a Throttle's rejection, a Budget's refusal, the
+		// context): the error still says the command may have been applied.
+		if re, ok := err.(*retry.Error); ok {
+			re.Err = &CommandError{Command: k.name(), Err: re.Err, outcome: outcomeNotSent, earlier: true}
+		}
+	}
 	return c.result(err, sent, resp, last)
 }
 

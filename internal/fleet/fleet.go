@@ -24,10 +24,13 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/retrykit/retry"
 )
@@ -86,6 +89,12 @@ func (c *Config) resolve() error {
 	if c.Prefix == "" {
 		return fmt.Errorf("%s: the key prefix must not be empty", c.Name)
 	}
+	if strings.ContainsAny(c.Prefix, "{}") {
+		// The prefix is the keys' Redis Cluster hash tag: a brace in it
+		// would end the tag early, and the keys of one sync could land in
+		// different cluster slots (CROSSSLOT).
+		return fmt.Errorf("%s: the key prefix %q must not contain { or }", c.Name, c.Prefix)
+	}
 	if c.Interval == 0 {
 		c.Interval = DefaultInterval
 	}
@@ -109,6 +118,33 @@ type counter interface {
 	local() (a, b int64)
 	set(a, b int64)
 	clear()
+}
+
+// tokens holds the token of each Budget or Throttle that was shared, for
+// as long as it lives, so that sharing it again after Close continues from
+// what its earlier shares pushed (the mark key and the own share of each
+// slot are the token's).
+var tokens sync.Map // weak.Pointer[retry.Budget] or weak.Pointer[retry.Throttle] -> string
+
+// tokenOf returns obj's token, a new random one the first time.
+func tokenOf(obj any) string {
+	t := strconv.FormatUint(rand.Uint64(), 36)
+	switch o := obj.(type) {
+	case *retry.Budget:
+		return tokenFor(o, t)
+	case *retry.Throttle:
+		return tokenFor(o, t)
+	}
+	return t
+}
+
+func tokenFor[T any](o *T, t string) string {
+	k := weak.Make(o)
+	if v, loaded := tokens.LoadOrStore(k, t); loaded {
+		return v.(string)
+	}
+	runtime.AddCleanup(o, func(k weak.Pointer[T]) { tokens.Delete(k) }, k)
+	return t
 }
 
 // active holds the Budgets and Throttles being synced, so that one is never
@@ -207,7 +243,11 @@ func start(cfg Config, s Store, c counter, kind string, window time.Duration, ob
 		slot: window / slots, done: make(chan struct{})}
 	e.ctx, e.stop = context.WithCancel(context.Background())
 	e.keys = Keys(cfg.Prefix, kind, window)
-	e.token = strconv.FormatUint(rand.Uint64(), 36)
+	e.token = tokenOf(obj)
+	// What the Budget or Throttle counted before it was shared is not
+	// pushed: dated now, a history of any length would land in one slot
+	// (and, for a second share of the same object, again).
+	e.pushedA, e.pushedB = c.local()
 	e.mark = "{" + cfg.Prefix + "}:" + kind + ":w" + strconv.FormatInt(window.Milliseconds(), 10) + ":p:" + e.token
 	go e.run()
 	return e, nil

@@ -30,6 +30,8 @@ func TestConfigResolve(t *testing.T) {
 	}{
 		{"defaults", Config{Name: "x", Prefix: "p"}, ""},
 		{"empty prefix", Config{Name: "x"}, "prefix must not be empty"},
+		{"brace in prefix", Config{Name: "x", Prefix: "}p"}, "must not contain { or }"},
+		{"tag in prefix", Config{Name: "x", Prefix: "a{b}"}, "must not contain { or }"},
 		{"fast interval", Config{Name: "x", Prefix: "p", Interval: 99 * time.Millisecond}, "below the minimum"},
 		{"negative interval", Config{Name: "x", Prefix: "p", Interval: -time.Second}, "below the minimum"},
 		{"timeout above interval", Config{Name: "x", Prefix: "p", Timeout: 101 * time.Millisecond}, "at most the interval"},

@@ -24,8 +24,10 @@ package fleet
 // if the current slot held data the script does not own), then, for each
 // slot in KEYS order, the other processes' a and b: the slot's totals
 // minus this process's own share. A slot that is missing reads as 0, 0,
-// and a value that is not a non-negative integer (a key of another type, a
-// field that is not a number) reads as -1.
+// and a value that is not a count, a decimal of at most 15 digits (a key
+// of another type, a field such as "x", "1e3" or "-1"), reads as -1. Every
+// value is checked before anything is written: a slot with such a value
+// is not written at all (the first integer of the reply is 0).
 //
 // Every key the script writes gets the TTL, so nothing outlives two
 // windows; it never writes a key of another type.
@@ -36,9 +38,8 @@ local la, lb, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local fa, fb = ARGV[4] .. ':a', ARGV[4] .. ':b'
 local function count(v)
   if not v then return 0 end
-  local x = tonumber(v)
-  if not x or x < 0 or x ~= math.floor(x) or x >= 2^53 then return -1 end
-  return x
+  if type(v) ~= 'string' or #v > 15 or not v:match('^%d+$') then return -1 end
+  return tonumber(v)
 end
 local pa, pb = tonumber(ARGV[7]), tonumber(ARGV[8])
 local mt = redis.call('TYPE', mk)['ok']

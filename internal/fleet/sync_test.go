@@ -119,18 +119,135 @@ func TestLostReplyNotCountedTwice(t *testing.T) {
 	var n atomic.Int64
 	st := srvStore{srv: srv, lose: func() bool { return n.Add(1)%2 == 1 }} // every other reply lost, the first included
 	b, _ := retry.NewBudget(retry.BudgetConfig{})
-	for range 100 {
-		b.RecordAttempt()
-	}
 	e, err := StartBudget(Config{Name: "x", Prefix: "lost", Logger: quiet}, st, b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
+	for range 100 {
+		b.RecordAttempt()
+	}
 	time.Sleep(650 * time.Millisecond)
 	a := fieldSum(t, srv, "lost", "budget", "a")
 	t.Logf("a=%d calls=%d", a, n.Load())
 	if a != 100 {
 		t.Errorf("100 first attempts made, the store counts %d", a)
 	}
+}
+
+// A slot field that Lua's tonumber takes for a number but HINCRBY refuses
+// ("1e3"): the script wrote part of a sync, then failed, so every sync
+// failed and re-added the same counts. Such a slot must not be written at
+// all (foreign data: logged once, counted as 0).
+func TestForeignCountLikeValueNotWritten(t *testing.T) {
+	srv := redistest.Start(t)
+	win := 100 * time.Second // slot 10 s: the current slot does not change during the test
+	b, _ := retry.NewBudget(retry.BudgetConfig{Window: win})
+	keys := Keys("foreign", "budget", win)
+	k := time.Now().UnixNano() / int64(win/slots)
+	for _, kk := range []int64{k, k + 1} {
+		if _, err := srv.Do("HSET", keys(kk)[0], "b", "1e3"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e, err := StartBudget(Config{Name: "x", Prefix: "foreign", Logger: quiet}, srvStore{srv: srv}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for range 5 {
+		for range 10 {
+			b.RecordAttempt()
+		}
+		b.AllowRetry()
+		time.Sleep(110 * time.Millisecond)
+	}
+	syncs, failures, _ := e.Stats()
+	if failures > 0 || !e.Shared() {
+		t.Errorf("bad data in the slot made syncs fail: %d failures, %d syncs", failures, syncs)
+	}
+	for _, kk := range []int64{k, k + 1} {
+		if a, _ := srv.Do("HGET", keys(kk)[0], "a"); a != "" {
+			t.Errorf("the slot holding foreign data was written: a = %s", a)
+		}
+	}
+}
+
+// A Budget used before it is shared: its first sync pushed its whole
+// history (LocalCounts since it was made) into the current slot, dated
+// now, so another process granted retries on first attempts long gone.
+func TestHistoryNotPushed(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := retry.BudgetConfig{Ratio: 0.1, MinPerSecond: -1, Window: 300 * time.Millisecond}
+	x, _ := retry.NewBudget(cfg)
+	y, _ := retry.NewBudget(cfg)
+	for range 10000 {
+		x.RecordAttempt()
+	}
+	time.Sleep(350 * time.Millisecond) // x's first attempts leave its window
+	ey, err := StartBudget(Config{Name: "y", Prefix: "hist", Logger: quiet}, srvStore{srv: srv}, y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ey.Close()
+	ex, err := StartBudget(Config{Name: "x", Prefix: "hist", Logger: quiet}, srvStore{srv: srv}, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.Close()
+	if !waitForSyncs(ex, 2) || !waitForSyncs(ey, 2) {
+		t.Fatal("no syncs")
+	}
+	// Nobody made a first attempt in the window: with no floor, a retry
+	// is refused, as one ideal shared Budget would.
+	if a := fieldSum(t, srv, "hist", "budget", "a"); a != 0 || y.AllowRetry() {
+		t.Errorf("the store holds %d first attempts made before sharing; y granted a retry: %v", a, a != 0)
+	}
+}
+
+// Sharing a Budget again after Close continues from what its first share
+// pushed: nothing counted twice, nothing counted from before a share.
+func TestReshareContinues(t *testing.T) {
+	srv := redistest.Start(t)
+	b, _ := retry.NewBudget(retry.BudgetConfig{Window: 10 * time.Second})
+	record := func(n int) {
+		for range n {
+			b.RecordAttempt()
+		}
+	}
+	cfg := Config{Name: "x", Prefix: "reshare", Logger: quiet}
+	record(100) // before sharing: not pushed
+	e, err := StartBudget(cfg, srvStore{srv: srv}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(50)
+	if !waitForSyncs(e, 2) {
+		t.Fatal("no syncs")
+	}
+	e.Close()
+	record(20) // between two shares: not pushed
+	e, err = StartBudget(cfg, srvStore{srv: srv}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	record(25)
+	if !waitForSyncs(e, 2) {
+		t.Fatal("no syncs")
+	}
+	if a := fieldSum(t, srv, "reshare", "budget", "a"); a != 75 {
+		t.Errorf("75 first attempts made while shared, the store counts %d", a)
+	}
+}
+
+// waitForSyncs waits up to a second for n more successful syncs of e.
+func waitForSyncs(e *Engine, n int64) bool {
+	before, _, _ := e.Stats()
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if s, _, _ := e.Stats(); s >= before+n {
+			return true
+		}
+	}
+	return false
 }
