@@ -656,3 +656,58 @@ func TestServerTableMakesArbitraryReadsSafe(t *testing.T) {
 		t.Fatalf("Arbitrary INCR after a lost reply: %v; want ErrMaybeApplied", err)
 	}
 }
+
+// TestThrottledAfterLostReply: a SET refused (BUSY, a script runs), sent
+// again by this client's loop, its reply lost after the server applied it;
+// then the Throttle rejects every further send, valkey-go's loop's and
+// this client's. Nothing was sent after the second SET, but the call's
+// error must still say that it may have been applied (and still match
+// retry.ErrThrottled).
+func TestThrottledAfterLostReply(t *testing.T) {
+	srv := redistest.Start(t)
+	if _, err := srv.Do("CONFIG", "SET", "busy-reply-threshold", "10"); err != nil {
+		t.Fatal(err)
+	}
+	var sets atomic.Int64
+	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: func(n string) bool {
+		return n == "set" && sets.Add(1) == 2
+	}})
+	th, _ := retry.NewThrottle(retry.ThrottleConfig{Accepted: func(error) bool { return true }})
+	p := retry.Policy{Initial: 300 * time.Millisecond, MaxDelay: 300 * time.Millisecond, Jitter: retry.NoJitter,
+		MaxAttempts: 3, Throttle: th}
+	var driven atomic.Bool
+	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+		if e.Kind == retry.EventAttempt && e.Attempt == 2 && driven.CompareAndSwap(false, true) {
+			for range 1 << 20 { // from now on it rejects with probability 1 - 2^-20
+				th.Record(false)
+			}
+		}
+	})
+	c := newClient(t, px.Addr(), p)
+	done := make(chan struct{})
+	script, err := valkey.NewClient(option(srv.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer script.Close()
+	go func() {
+		defer close(done)
+		script.Do(context.Background(), script.B().Eval().Script(redistest.SlowIncr).Numkeys(1).Key("x").Build())
+	}()
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, err := srv.Do("PING"); err != nil && strings.HasPrefix(err.Error(), "BUSY") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the script never made the server busy")
+		}
+	}
+	err = c.Do(context.Background(), c.B().Set().Key("k").Value("v").Build()).Error()
+	<-done
+	if v, _ := srv.Do("GET", "k"); v != "v" || sets.Load() != 2 {
+		t.Fatalf("k = %q after %d SETs; want v after 2 (the second SET applied)", v, sets.Load())
+	}
+	if !errors.Is(err, retry.ErrThrottled) || !errors.Is(err, retryvalkey.ErrMaybeApplied) || errors.Is(err, retryvalkey.ErrNotSent) {
+		t.Fatalf("SET applied, then throttled: %v; want ErrMaybeApplied and ErrThrottled", err)
+	}
+}
