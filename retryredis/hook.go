@@ -171,25 +171,27 @@ func (h *hook) judge(ctx context.Context, err error, cmd redis.Cmder, applied *b
 	return ce
 }
 
-// replyAtFirst returns a server reply that ended the call at its first
-// attempt as the client itself would have returned it (so that type
-// assertions to redis.Error keep working); every other failure is the
-// *retry.Error of the loop.
 // keepApplied returns err, the loop's, saying that the command may have
-// been applied when an attempt lost its reply (applied), whatever ended
-// the loop after that: a Throttle's rejection, a Budget's refusal or the
-// context, which call no attempt and so could not say it themselves.
+// been applied when an attempt lost its reply (applied) and the loop then
+// ended without sending it again: a Throttle's rejection calls no attempt,
+// so it cannot say so itself. The *retry.Error is copied, not changed: the
+// Observer was given it and may keep it.
 func keepApplied(err error, applied bool, name string) error {
 	if !applied || err == nil || errors.Is(err, ErrMaybeApplied) {
 		return err
 	}
 	if re, ok := err.(*retry.Error); ok {
-		re.Err = &CommandError{Command: name, Err: re.Err, outcome: outcomeNotSent, earlier: true}
-		return re
+		c := *re
+		c.Err = &CommandError{Command: name, Err: re.Err, outcome: outcomeNotSent, earlier: true}
+		return &c
 	}
 	return &CommandError{Command: name, Err: err, outcome: outcomeNotSent, earlier: true}
 }
 
+// replyAtFirst returns a server reply that ended the call at its first
+// attempt as the client itself would have returned it (so that type
+// assertions to redis.Error keep working); every other failure is the
+// *retry.Error of the loop.
 func replyAtFirst(err, last error) error {
 	if re, ok := err.(*retry.Error); ok && re.Attempts == 1 && re.Reason == retry.ReasonPermanent {
 		if _, isReply := last.(redis.Error); isReply {

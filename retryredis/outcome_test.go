@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -107,7 +108,13 @@ func TestThrottledAfterLostReply(t *testing.T) {
 		p := testPolicy()
 		p.MaxAttempts = 3
 		p.Throttle = th
+		kept := make(chan string, 4) // what an Observer that keeps EventDone.Err reads later
+		var readers sync.WaitGroup
+		defer readers.Wait()
 		p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+			if e.Kind == retry.EventDone && e.Err != nil {
+				readers.Go(func() { kept <- e.Err.Error() }) // the error must not change under it (-race)
+			}
 			if e.Kind == retry.EventRetry {
 				for range 1 << 20 { // then it rejects with probability 1 - 2^-20
 					th.Record(false)

@@ -346,11 +346,14 @@ func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx conte
 		}
 	})
 	if maybe && err != nil && !errors.Is(err, ErrMaybeApplied) {
-		// A send lost its reply, then something that calls no send ended
-		// the loop (a Throttle's rejection, a Budget's refusal, the
-		// context): the error still says the command may have been applied.
+		// A send lost its reply, then the loop ended without sending again
+		// (a Throttle's rejection calls no send): the error still says the
+		// command may have been applied. The *retry.Error is copied, not
+		// changed: the Observer was given it and may keep it.
 		if re, ok := err.(*retry.Error); ok {
-			re.Err = &CommandError{Command: k.name(), Err: re.Err, outcome: outcomeNotSent, earlier: true}
+			c := *re
+			c.Err = &CommandError{Command: k.name(), Err: re.Err, outcome: outcomeNotSent, earlier: true}
+			err = &c
 		}
 	}
 	return c.result(err, sent, resp, last)

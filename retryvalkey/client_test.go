@@ -676,7 +676,13 @@ func TestThrottledAfterLostReply(t *testing.T) {
 	p := retry.Policy{Initial: 300 * time.Millisecond, MaxDelay: 300 * time.Millisecond, Jitter: retry.NoJitter,
 		MaxAttempts: 3, Throttle: th}
 	var driven atomic.Bool
+	kept := make(chan string, 4) // what an Observer that keeps EventDone.Err reads later
+	var readers sync.WaitGroup
+	defer readers.Wait()
 	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+		if e.Kind == retry.EventDone && e.Err != nil {
+			readers.Go(func() { kept <- e.Err.Error() }) // the error must not change under it (-race)
+		}
 		if e.Kind == retry.EventAttempt && e.Attempt == 2 && driven.CompareAndSwap(false, true) {
 			for range 1 << 20 { // from now on it rejects with probability 1 - 2^-20
 				th.Record(false)

@@ -182,9 +182,10 @@ type Engine struct {
 	stop context.CancelFunc
 	done chan struct{}
 
-	// token names this engine's own share of each slot and its mark key
-	// (see [Script]), so that the script, not this process, subtracts its
-	// own counts and knows what a sync whose reply was lost pushed.
+	// token names the shared object's own share of each slot and its
+	// mark key (see [Script]), so that the script, not this process,
+	// subtracts its own counts and knows what a sync whose reply was lost
+	// pushed; it is the object's for its life (see tokenOf).
 	token string
 	mark  string // the mark key, the last of every sync's keys
 
@@ -248,6 +249,9 @@ func start(cfg Config, s Store, c counter, kind string, window time.Duration, ob
 	// pushed: dated now, a history of any length would land in one slot
 	// (and, for a second share of the same object, again).
 	e.pushedA, e.pushedB = c.local()
+	// Counted from now, as if pushed now: counts that cannot be pushed for
+	// too long (the store is down at start) are dropped like any others.
+	e.lastOK = time.Now()
 	e.mark = "{" + cfg.Prefix + "}:" + kind + ":w" + strconv.FormatInt(window.Milliseconds(), 10) + ":p:" + e.token
 	go e.run()
 	return e, nil

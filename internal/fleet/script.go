@@ -24,10 +24,11 @@ package fleet
 // if the current slot held data the script does not own), then, for each
 // slot in KEYS order, the other processes' a and b: the slot's totals
 // minus this process's own share. A slot that is missing reads as 0, 0,
-// and a value that is not a count, a decimal of at most 15 digits (a key
-// of another type, a field such as "x", "1e3" or "-1"), reads as -1. Every
-// value is checked before anything is written: a slot with such a value
-// is not written at all (the first integer of the reply is 0).
+// and a value that is not a count as HINCRBY writes it, a decimal of at
+// most 15 digits without leading zeros (a key of another type, a field
+// such as "x", "1e3", "01" or "-1"), reads as -1. Every value is checked
+// before anything is written: no count of a slot with such a value is
+// changed (the first integer of the reply is 0; only its TTL is renewed).
 //
 // Every key the script writes gets the TTL, so nothing outlives two
 // windows; it never writes a key of another type.
@@ -38,7 +39,7 @@ local la, lb, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local fa, fb = ARGV[4] .. ':a', ARGV[4] .. ':b'
 local function count(v)
   if not v then return 0 end
-  if type(v) ~= 'string' or #v > 15 or not v:match('^%d+$') then return -1 end
+  if type(v) ~= 'string' or #v > 15 or not (v == '0' or v:match('^[1-9]%d*$')) then return -1 end
   return tonumber(v)
 end
 local pa, pb = tonumber(ARGV[7]), tonumber(ARGV[8])

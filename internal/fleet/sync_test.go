@@ -21,13 +21,23 @@ type srvStore struct {
 	// lose, when it returns true, makes EvalSHA report an error after the
 	// server ran the script: a reply lost (connection reset, timeout).
 	lose func() bool
+	// down, when set and true, makes every call fail unsent.
+	down *atomic.Bool
 }
 
+var errDown = errors.New("dial tcp: connection refused")
+
 func (s srvStore) Load(_ context.Context, script string) (string, error) {
+	if s.down != nil && s.down.Load() {
+		return "", errDown
+	}
 	return s.srv.Do("SCRIPT", "LOAD", script)
 }
 
 func (s srvStore) EvalSHA(_ context.Context, sha string, keys, args []string) ([]int64, error) {
+	if s.down != nil && s.down.Load() {
+		return nil, errDown
+	}
 	cmd := append([]string{"EVALSHA", sha, strconv.Itoa(len(keys))}, keys...)
 	cmd = append(cmd, args...)
 	r, err := s.srv.Do(cmd...)
@@ -136,17 +146,23 @@ func TestLostReplyNotCountedTwice(t *testing.T) {
 }
 
 // A slot field that Lua's tonumber takes for a number but HINCRBY refuses
-// ("1e3"): the script wrote part of a sync, then failed, so every sync
+// ("1e3", "01"): the script wrote part of a sync, then failed, so every sync
 // failed and re-added the same counts. Such a slot must not be written at
 // all (foreign data: logged once, counted as 0).
 func TestForeignCountLikeValueNotWritten(t *testing.T) {
+	for _, v := range []string{"1e3", "01"} {
+		t.Run(v, func(t *testing.T) { foreignCountLike(t, v) })
+	}
+}
+
+func foreignCountLike(t *testing.T, v string) {
 	srv := redistest.Start(t)
 	win := 100 * time.Second // slot 10 s: the current slot does not change during the test
 	b, _ := retry.NewBudget(retry.BudgetConfig{Window: win})
 	keys := Keys("foreign", "budget", win)
 	k := time.Now().UnixNano() / int64(win/slots)
 	for _, kk := range []int64{k, k + 1} {
-		if _, err := srv.Do("HSET", keys(kk)[0], "b", "1e3"); err != nil {
+		if _, err := srv.Do("HSET", keys(kk)[0], "b", v); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -202,6 +218,39 @@ func TestHistoryNotPushed(t *testing.T) {
 	// is refused, as one ideal shared Budget would.
 	if a := fieldSum(t, srv, "hist", "budget", "a"); a != 0 || y.AllowRetry() {
 		t.Errorf("the store holds %d first attempts made before sharing; y granted a retry: %v", a, a != 0)
+	}
+}
+
+// A store down when sharing starts: what is counted until it is back is
+// dropped like any counts that could not be pushed for too long, not
+// pushed at once, dated then, into one slot.
+func TestStoreDownAtStartNotPushedLate(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := retry.BudgetConfig{Ratio: 0.1, MinPerSecond: -1, Window: 300 * time.Millisecond}
+	x, _ := retry.NewBudget(cfg)
+	y, _ := retry.NewBudget(cfg)
+	var down atomic.Bool
+	down.Store(true)
+	ex, err := StartBudget(Config{Name: "x", Prefix: "down", Logger: quiet}, srvStore{srv: srv, down: &down}, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.Close()
+	for range 10000 {
+		x.RecordAttempt()
+	}
+	time.Sleep(500 * time.Millisecond) // longer than an interval plus max(slot, interval), and than the window
+	ey, err := StartBudget(Config{Name: "y", Prefix: "down", Logger: quiet}, srvStore{srv: srv}, y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ey.Close()
+	down.Store(false)
+	if !waitForSyncs(ex, 2) || !waitForSyncs(ey, 2) {
+		t.Fatal("no syncs")
+	}
+	if a := fieldSum(t, srv, "down", "budget", "a"); a != 0 || y.AllowRetry() {
+		t.Errorf("the store holds %d first attempts made while it was down, long gone; y granted a retry: %v", a, a != 0)
 	}
 }
 
