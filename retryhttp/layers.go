@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"bufio"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -131,6 +132,19 @@ func (w *exhaustWriter) Write(b []byte) (int, error) {
 		w.WriteHeader(http.StatusOK)
 	}
 	return w.ResponseWriter.Write(b)
+}
+
+// ReadFrom implements io.ReaderFrom, as net/http's own ResponseWriter does
+// (io.Copy to it uses sendfile for a file), passing on to the underlying
+// writer's ReadFrom when it has one.
+func (w *exhaustWriter) ReadFrom(r io.Reader) (int64, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{w.ResponseWriter}, r)
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.

@@ -47,11 +47,16 @@ const (
 // request is sent once.
 //
 // Bodies: a request with GetBody is replayed through GetBody, never copied.
-// A body without GetBody is buffered up to MaxBufferedBody bytes; a larger
-// one is streamed with the first attempt that is sent and the request is
-// not retried once sent. If GetBody fails on a retry, the loop stops: the
-// last response is returned (or, after a transport error, a *retry.Error
-// that wraps GetBody's error).
+// A body without GetBody is buffered up to MaxBufferedBody bytes before the
+// first attempt (if the request's context ends meanwhile, the body is
+// closed and the call ends); a larger one is streamed with the first
+// attempt that is sent and the request is not retried once sent. Buffering
+// waits for the body's end (or MaxBufferedBody+1 bytes): a streaming body
+// whose producer waits for the response before it ends, as in full-duplex
+// exchanges, must come with GetBody or with a negative MaxBufferedBody.
+// If GetBody fails on a retry, the loop stops: the last response is
+// returned (or, after a transport error, a *retry.Error that wraps
+// GetBody's error).
 //
 // Every attempt goes through the retry loop of Policy, whether or not it
 // may be retried: a Throttle may reject it, a Budget counts it, an
@@ -62,9 +67,13 @@ const (
 //
 // Attempt timeout: Policy.AttemptTimeout bounds each attempt up to the
 // arrival of the response headers; the body then stays readable until it
-// is closed. An answer that arrives once the timer has fired is treated as
-// a timed-out attempt (closed and retried), never returned with a dead
-// context.
+// is closed. The body of a response about to be retried, which the
+// transport reads itself (see below), is read within the same bound, so a
+// server that stalls it cannot hold the call; without an AttemptTimeout,
+// only the request's context bounds that read. An answer that arrives (or
+// whose retried body is still being read) once the timer has fired is
+// treated as a timed-out attempt (closed and retried), never returned with
+// a dead context.
 //
 // Retry-After (any retried status): the transport waits at least what the
 // server asks, plus a jitter of uniform 0..min(1 s, 10% of the wait) so that
@@ -79,8 +88,9 @@ const (
 // the wait. If the loop then gives up instead, that response is returned
 // with the bytes read as its body. A body longer than 64 KiB (whose
 // connection could not be reused anyway) stays open until the loop has
-// decided to retry, and is closed then, before the wait; if GetBody then
-// fails, no response is left to return and RoundTrip returns the error.
+// decided to retry, and is closed then, without reading more, before the
+// wait; if GetBody then fails, no response is left to return and RoundTrip
+// returns the error.
 //
 // Giving up: on a retryable status the last response is returned (status,
 // headers, readable body) with a nil error. On a transport error, the
@@ -154,6 +164,16 @@ type Transport struct {
 // policy p over http.DefaultTransport.
 func NewClient(p retry.Policy) *http.Client {
 	return &http.Client{Transport: &Transport{Policy: p}}
+}
+
+// CloseIdleConnections closes the idle connections of Base
+// (http.DefaultTransport when Base is nil) if it has a
+// CloseIdleConnections method, and does nothing otherwise. It is what
+// http.Client.CloseIdleConnections calls on its Transport.
+func (t *Transport) CloseIdleConnections() {
+	if b, ok := t.base().(interface{ CloseIdleConnections() }); ok {
+		b.CloseIdleConnections()
+	}
 }
 
 func (t *Transport) base() http.RoundTripper {
@@ -241,7 +261,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		base := t.base()
 		resp, err := base.RoundTrip(req)
-		if err == nil {
+		if err == nil && resp != nil {
 			// t.retryStatus, inlined by hand.
 			if f := t.RetryStatus; f == nil && !DefaultRetryStatus(resp.StatusCode) || f != nil && !f(resp.StatusCode) {
 				if plain == plainObserved {
@@ -253,8 +273,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		c := t.newCall(req, ctx, base)
 		c.n, c.bodyUsed = 1, req.Body != nil
 		c.attempt1Seen = plain == plainObserved
+		if err == nil && resp == nil {
+			err = errNilResponse
+		}
 		if err != nil {
-			err = c.classify(req, err)
+			resp, err = nil, c.classify(req, err)
 		} else {
 			resp, err = c.judge(req, resp)
 		}
@@ -356,7 +379,12 @@ func (c *call) Observe(ctx context.Context, e retry.Event) {
 	}
 	if e.Kind == retry.EventRetry && c.last != nil {
 		if _, open := c.last.Body.(*prefixBody); open || c.last.ContentLength > maxDrain {
-			discard(c.last)
+			// Its connection cannot be reused: close it without reading
+			// more, which a server stalling the body would turn into a
+			// wait with no bound.
+			if c.last.Body != nil {
+				c.last.Body.Close()
+			}
 			c.last = nil
 		}
 	}
@@ -381,12 +409,19 @@ func (x *replayCtx) Err() error {
 
 // bufferBody reads the caller's body (no GetBody) up to the limit. It
 // reports false when the body is larger; c.buf then holds the prefix read.
+// If the request's context ends during the read, the body is closed, as
+// http.Transport closes the body it is sending, so that a read blocked on
+// a producer (a pipe) returns; the loop then sees the context's end.
 func (c *call) bufferBody() bool {
 	limit := c.t.maxBufferedBody()
 	if limit < 0 {
 		return false
 	}
+	stop := context.AfterFunc(c.ctx, func() { c.req.Body.Close() })
 	b, err := io.ReadAll(io.LimitReader(c.req.Body, limit+1))
+	if !stop() {
+		c.bodyUsed = true // closed by the AfterFunc
+	}
 	c.buf = b
 	if err != nil || int64(len(b)) > limit {
 		return false
@@ -453,19 +488,29 @@ func (c *call) try() (*http.Response, error) {
 		r = c.prepare(c.ctx, body)
 	}
 	resp, err := c.base.RoundTrip(r)
+	if err == nil && resp == nil {
+		err = errNilResponse
+	}
 	if err != nil {
 		return nil, c.classify(r, err)
 	}
 	return c.judge(r, resp)
 }
 
+// errNilResponse stands for the answer of a Base that broke the
+// http.RoundTripper contract by returning neither a response nor an error.
+var errNilResponse = errors.New("retryhttp: Base returned a nil *http.Response and a nil error")
+
 // tryTimed sends one attempt bounded by the policy's AttemptTimeout d,
-// which ends when the response headers arrive: the body stays readable
-// until it is closed. Whether the attempt made it in time is decided once,
-// by whichever claims the attempt first, the timer (which then cancels the
-// attempt's context) or the goroutine holding Base's answer, so a response
-// racing the timer is either returned with a live context or treated as
-// timed out, never both.
+// which ends once the response headers have arrived and been judged: the
+// body of a response handed out stays readable until it is closed, but the
+// body of a retried response, which judge drains itself (see release), is
+// read under the timer, so that a server stalling it cannot hold the call.
+// Whether the attempt made it in time is decided once, by whichever claims
+// the attempt first, the timer (which then cancels the attempt's context)
+// or the goroutine holding Base's answer, so a response racing the timer
+// is either returned with a live context or treated as timed out, never
+// both.
 func (c *call) tryTimed(d time.Duration, body io.ReadCloser) (*http.Response, error) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	var state atomic.Uint32 // attemptRunning, then attemptTimedOut or attemptAnswered
@@ -487,13 +532,31 @@ func (c *call) tryTimed(d time.Duration, body io.ReadCloser) (*http.Response, er
 	}()
 	r := c.prepare(ctx, body)
 	resp, err := c.base.RoundTrip(r)
+	if err == nil && resp == nil {
+		err = errNilResponse
+	}
+	if err != nil {
+		resp = nil // a Base that returned both breaks the contract
+	}
+	var serr error // judge's verdict on resp
+	if err == nil {
+		wrapped := resp.Body != nil && resp.Body != http.NoBody
+		if wrapped {
+			resp.Body = newCancelBody(resp.Body, cancel)
+		}
+		// judge may drain the body of a response to retry: still under the
+		// timer. RetryStatus may panic: the deferred cancel runs then.
+		resp, serr = c.judge(r, resp)
+		handedOut = wrapped
+	}
 	timer.Stop()
 	if !state.CompareAndSwap(attemptRunning, attemptAnswered) {
 		// The timer claimed the attempt first and cancelled its context:
-		// it timed out, whatever Base returned.
+		// it timed out, whatever Base returned or judge made of it.
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close()
 		}
+		resp, c.last, c.exhaust, handedOut = nil, nil, false, false
 		if c.ctx.Err() != nil {
 			// The caller's context ended too: that is what the loop sees.
 			if err == nil {
@@ -506,14 +569,9 @@ func (c *call) tryTimed(d time.Duration, body io.ReadCloser) (*http.Response, er
 	if err != nil {
 		return nil, c.classify(r, err)
 	}
-	if resp.Body == nil || resp.Body == http.NoBody {
-		// Nothing to read: the attempt's context can end now.
-		return c.judge(r, resp)
-	}
-	resp.Body = newCancelBody(resp.Body, cancel)
-	resp, err = c.judge(r, resp) // RetryStatus may panic: cancel then
-	handedOut = true
-	return resp, err
+	// With no body to read, handedOut is false: the attempt's context ends
+	// now. Otherwise closing the body ends it (a drained body is closed).
+	return resp, serr
 }
 
 // States of an attempt under an attempt timeout (see tryTimed).
