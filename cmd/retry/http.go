@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,7 @@ import (
 // httpOptions holds the flags of `retry http`.
 type httpOptions struct {
 	method, data, dataFile, key, out string
+	hasData                          bool // -d given, even empty
 	headers                          []string
 }
 
@@ -86,6 +88,7 @@ ended early, 125 for bad input (nothing sent), 130/143 when interrupted.`,
 		if err != nil {
 			return err
 		}
+		o.hasData = cmd.Flags().Changed("data")
 		req, err := o.request(args[0])
 		if err != nil {
 			return err
@@ -104,12 +107,18 @@ func (o *httpOptions) request(rawURL string) (*http.Request, error) {
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		return nil, usagef("URL %q: want an absolute http:// or https:// URL", rawURL)
 	}
-	if o.data != "" && o.dataFile != "" {
+	if port := u.Port(); port != "" {
+		// url.Parse takes any digits; the dial would fail, and be retried.
+		if n, err := strconv.Atoi(port); err != nil || n > 65535 {
+			return nil, usagef("URL %q: port %q: want 0..65535", rawURL, port)
+		}
+	}
+	if o.hasData && o.dataFile != "" {
 		return nil, usagef("-d and --data-file exclude each other")
 	}
 	var body []byte
 	hasBody := false
-	if o.data != "" {
+	if o.hasData { // -d '' too: an empty body, as curl sends
 		body, hasBody = []byte(o.data), true
 	}
 	if o.dataFile != "" {
@@ -156,6 +165,9 @@ func (o *httpOptions) request(rawURL string) (*http.Request, error) {
 	if hasBody && req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded") // as curl -d does
 	}
+	if !validHeaderValue(o.key) {
+		return nil, usagef("--idempotency-key %q: the key holds a control character", o.key)
+	}
 	switch o.key {
 	case "":
 	case "auto":
@@ -200,7 +212,11 @@ type output struct {
 }
 
 // openOutput opens name for writing without truncating it yet.
-func openOutput(name string) (*output, error) {
+func openOutput(name string) (*output, error) { return openOutputFlag("-o", name) }
+
+// openOutputFlag is openOutput for the file of flag, named in the usage
+// error.
+func openOutputFlag(flag, name string) (*output, error) {
 	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
 	if err == nil {
 		return &output{name: name, f: f, created: true}, nil
@@ -214,7 +230,21 @@ func openOutput(name string) (*output, error) {
 	if errors.As(err, &pe) {
 		err = pe.Err
 	}
-	return nil, usagef("-o %q: %v", name, err)
+	return nil, usagef("%s %q: %v", flag, name, err)
+}
+
+// truncate empties a regular file before the body is written; anything
+// else (/dev/null, a pipe, a terminal) cannot be truncated and is written
+// as it is, as a shell's > does.
+func (o *output) truncate() error {
+	fi, err := o.f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil
+	}
+	return o.f.Truncate(0)
 }
 
 // abandon closes the file, and removes it if retry created it.
@@ -342,7 +372,7 @@ func doHTTP(ctx context.Context, p retry.Policy, pf *policyFlags, req *http.Requ
 	var esc *escapingWriter
 	switch {
 	case file != nil:
-		if err := file.f.Truncate(0); err != nil {
+		if err := file.truncate(); err != nil {
 			file.f.Close()
 			return &exitError{code: 1, msg: fmt.Sprintf("-o %q: %v", out, err)}
 		}
@@ -360,14 +390,26 @@ func doHTTP(ctx context.Context, p retry.Policy, pf *policyFlags, req *http.Requ
 		})
 		defer t.Stop()
 	}
-	n, copyErr := io.Copy(w, resp.Body)
+	dst := &recordingWriter{w: w}
+	n, copyErr := io.Copy(dst, resp.Body)
 	if esc != nil && copyErr == nil {
 		copyErr = esc.Close()
+		dst.err = copyErr
 	}
 	if file != nil {
 		if err := file.f.Close(); err != nil && copyErr == nil {
 			return &exitError{code: 1, msg: fmt.Sprintf("-o %q: %v", out, err)}
 		}
+	}
+	if dst.err != nil {
+		// A local failure (disk full, closed stdout): exit 1, not 7, which
+		// says the network failed.
+		where := "stdout"
+		if file != nil {
+			where = fmt.Sprintf("-o %q", out)
+		}
+		return &exitError{code: 1, msg: fmt.Sprintf("%s %s: writing the body to %s: %v (%d bytes written)",
+			req.Method, req.URL.Redacted(), where, dst.err, n)}
 	}
 	if copyErr != nil {
 		if e := interrupted(); e != nil {
@@ -389,6 +431,21 @@ func doHTTP(ctx context.Context, p retry.Policy, pf *policyFlags, req *http.Requ
 		return &exitError{code: exitHTTPStatus}
 	}
 	return nil
+}
+
+// recordingWriter passes writes on to w and keeps the first error, so that
+// a failure to write the body is told from a failure to read it.
+type recordingWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (r *recordingWriter) Write(b []byte) (int, error) {
+	n, err := r.w.Write(b)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return n, err
 }
 
 // idempotentMethod reports whether the transport retries method without an

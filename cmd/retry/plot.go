@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"fmt"
 	"image/color"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -33,12 +35,75 @@ var strategyColors = []color.RGBA{
 	{0x56, 0xb4, 0xe9, 0xff}, // sky blue
 }
 
+// plotBuckets bounds the points drawn per strategy: a longer load series
+// (up to 2^20 slots) is drawn as the lowest and the highest value of each
+// of plotBuckets runs of slots, which keeps its peaks and its envelope at
+// a fixed cost (drawing a million points takes gigabytes).
+const plotBuckets = 2048
+
+// plotPoints returns the points drawn for load: every slot, or for a long
+// series the minimum and the maximum of each bucket, in time order.
+func plotPoints(load []int, slot time.Duration, logY bool) plotter.XYs {
+	y := func(n int) float64 {
+		if logY {
+			return max(float64(n), 1)
+		}
+		return float64(n)
+	}
+	if len(load) <= 2*plotBuckets {
+		pts := make(plotter.XYs, len(load))
+		for k, n := range load {
+			pts[k].X, pts[k].Y = float64(k)*slot.Seconds(), y(n)
+		}
+		return pts
+	}
+	size := (len(load) + plotBuckets - 1) / plotBuckets
+	pts := make(plotter.XYs, 0, 2*plotBuckets)
+	for lo := 0; lo < len(load); lo += size {
+		hi := min(lo+size, len(load))
+		kmin, kmax := lo, lo
+		for k := lo; k < hi; k++ {
+			if load[k] < load[kmin] {
+				kmin = k
+			}
+			if load[k] > load[kmax] {
+				kmax = k
+			}
+		}
+		for _, k := range []int{min(kmin, kmax), max(kmin, kmax)} {
+			pts = append(pts, plotter.XY{X: float64(k) * slot.Seconds(), Y: y(load[k])})
+		}
+	}
+	return pts
+}
+
 // writePlot draws requests per slot for each strategy on one chart, with
 // the capacity as a dashed line, as PNG or SVG by path's extension.
 func writePlot(path, title string, res []strategyResult) error {
 	if err := checkPlotExt(path); err != nil {
 		return err
 	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("simulate: plot: %w", err)
+	}
+	if err := writePlotTo(f, plotFormat(path), title, res); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("simulate: plot: %w", err)
+	}
+	return nil
+}
+
+// plotFormat is the image format for path's extension: "png" or "svg".
+func plotFormat(path string) string {
+	return strings.TrimPrefix(strings.ToLower(filepath.Ext(path)), ".")
+}
+
+// writePlotTo is writePlot to w, in format ("png" or "svg").
+func writePlotTo(w io.Writer, format, title string, res []strategyResult) error {
 	p := plot.New()
 	p.Title.Text = title
 	slot := res[0].Result.Slot
@@ -50,14 +115,7 @@ func writePlot(path, title string, res []strategyResult) error {
 	for i, r := range res {
 		load := r.Result.Load
 		longest = max(longest, len(load))
-		pts := make(plotter.XYs, len(load))
-		for k, n := range load {
-			pts[k].X = float64(k) * slot.Seconds()
-			pts[k].Y = float64(n)
-			if logY {
-				pts[k].Y = max(pts[k].Y, 1)
-			}
-		}
+		pts := plotPoints(load, slot, logY)
 		if len(pts) == 0 {
 			continue
 		}
@@ -95,7 +153,11 @@ func writePlot(path, title string, res []strategyResult) error {
 	p.Legend.XOffs = -vg.Points(6)
 	p.Legend.TextStyle.Font.Size = vg.Points(11)
 	p.Legend.Padding = vg.Points(2)
-	if err := p.Save(9*vg.Inch, 4.5*vg.Inch, path); err != nil {
+	wt, err := p.WriterTo(9*vg.Inch, 4.5*vg.Inch, format)
+	if err != nil {
+		return fmt.Errorf("simulate: plot: %w", err)
+	}
+	if _, err := wt.WriteTo(w); err != nil {
 		return fmt.Errorf("simulate: plot: %w", err)
 	}
 	return nil
@@ -118,14 +180,10 @@ func peakOver(res []strategyResult, f float64) bool {
 	return false
 }
 
-// writeCSVFile writes one row per slot: the start of the slot in seconds,
+// writeCSV writes one row per slot: the start of the slot in seconds,
 // the capacity (empty for the contention model), then requests per slot for
 // each strategy (0 after a strategy's last request).
-func writeCSVFile(path string, res []strategyResult) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("simulate: %w", err)
-	}
+func writeCSV(f io.Writer, res []strategyResult) error {
 	w := bufio.NewWriter(f)
 	w.WriteString("time_s,capacity")
 	longest := 0
@@ -152,10 +210,6 @@ func writeCSVFile(path string, res []strategyResult) error {
 		w.WriteString("\n")
 	}
 	if err := w.Flush(); err != nil {
-		f.Close()
-		return fmt.Errorf("simulate: %w", err)
-	}
-	if err := f.Close(); err != nil {
 		return fmt.Errorf("simulate: %w", err)
 	}
 	return nil

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -42,5 +44,54 @@ func TestWritePlotEdges(t *testing.T) {
 	}
 	if err := writePlot(filepath.Join(dir, "c.gif"), "t", res); err == nil {
 		t.Error("gif accepted")
+	}
+}
+
+// The plot's memory does not grow with the length of the load series (up to
+// 2^20 slots per strategy): --max-memory bounds the simulation, and drawing
+// millions of points would take more than it, for a picture 9 inches wide.
+func TestWritePlotLongSeriesBounded(t *testing.T) {
+	res := make([]strategyResult, 2)
+	for i := range res {
+		load := make([]int, 1<<17)
+		for k := range load {
+			load[k] = (k/64 + i) % 1000
+		}
+		load[12345] = 1e6 // a lone peak is kept
+		res[i] = strategyResult{Name: fmt.Sprint("s", i), Result: sim.Result{Load: load, Capacity: 100, Slot: time.Millisecond}}
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := writePlot(filepath.Join(t.TempDir(), "long.png"), "long", res); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 32<<20 {
+		t.Errorf("plotting 2 series of %d slots allocated %d MiB: want it bounded (at most 32 MiB)", 1<<17, got>>20)
+	}
+}
+
+// A long series is drawn as its envelope: at most 2 points per bucket, the
+// lowest and the highest, so peaks survive.
+func TestPlotPointsEnvelope(t *testing.T) {
+	load := make([]int, 1<<20)
+	load[777777] = 5000
+	load[3] = 7
+	pts := plotPoints(load, time.Millisecond, true)
+	if len(pts) > 2*plotBuckets {
+		t.Fatalf("%d points for %d slots, want at most %d", len(pts), len(load), 2*plotBuckets)
+	}
+	var peak, low float64 = 0, 1e9
+	for i, p := range pts {
+		peak, low = max(peak, p.Y), min(low, p.Y)
+		if i > 0 && p.X < pts[i-1].X {
+			t.Fatalf("points out of time order at %d", i)
+		}
+	}
+	if peak != 5000 || low != 1 {
+		t.Errorf("envelope %v..%v, want 1..5000 (log scale: empty slots at 1)", low, peak)
+	}
+	if got := plotPoints([]int{1, 0, 2}, time.Second, false); len(got) != 3 || got[1].Y != 0 || got[2].X != 2 {
+		t.Errorf("short series changed: %v", got)
 	}
 }

@@ -18,6 +18,11 @@ import (
 // an attempt limit or time budget.
 const unlimitedRows = 50
 
+// maxRows is the most retries schedule prints: more is bad input, refused
+// before any row is held in memory (a row is about 100 bytes, plus 8 per
+// sample).
+const maxRows = 100000
+
 type scheduleRow struct {
 	Retry           int       `json:"retry"`
 	MinMS           float64   `json:"min_ms"`
@@ -41,7 +46,8 @@ sampled waits, and the cumulative worst-case waiting time. --samples N prints N
 independent sample columns (each one full run of the schedule; decorrelated jitter
 chains each column's waits); --seed makes the samples reproducible.
 With --max-elapsed the rows stop once even the shortest waits would pass it; a
-policy with unlimited attempts shows at most its first 50 retries.
+policy with unlimited attempts shows at most its first 50 retries, and one with over
+100000 retries to show is refused (bad input).
 --format json prints an array of objects with keys retry (1-based), min_ms, max_ms,
 sample_ms (the first sample), samples_ms (all, when N > 1) and cumulative_max_ms.
 The cumulative max saturates at the largest duration Go can hold (about 292 years),
@@ -71,7 +77,11 @@ shown as >2562047h47m16.854s.`,
 		if cmd.Flags().Changed("seed") {
 			rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 		}
-		rows, truncated := schedule(p, samples, rng)
+		rows, truncated, ok := schedule(p, samples, rng)
+		if !ok {
+			return usagef("--attempts %d: schedule prints at most %d retries (with --max-elapsed, only those whose shortest waits fit in it count)",
+				p.MaxAttempts, maxRows)
+		}
 		if truncated && format == "table" {
 			fmt.Fprintf(cmd.ErrOrStderr(), "retry: unlimited attempts: showing the first %d retries\n", unlimitedRows)
 		}
@@ -96,8 +106,8 @@ func noArgs(cmd *cobra.Command, args []string) error {
 func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // schedule computes the rows; truncated reports an unlimited policy cut at
-// unlimitedRows.
-func schedule(p retry.Policy, samples int, rng *rand.Rand) (rows []scheduleRow, truncated bool) {
+// unlimitedRows. ok is false when there would be more than maxRows rows.
+func schedule(p retry.Policy, samples int, rng *rand.Rand) (rows []scheduleRow, truncated, ok bool) {
 	n := p.MaxAttempts
 	if n == 0 {
 		n = retry.DefaultMaxAttempts
@@ -114,6 +124,9 @@ func schedule(p retry.Policy, samples int, rng *rand.Rand) (rows []scheduleRow, 
 		if p.MaxElapsed > 0 && lo > p.MaxElapsed-cumMin {
 			break
 		}
+		if i == maxRows {
+			return nil, false, false
+		}
 		cumMin = satAdd(cumMin, lo)
 		cumMax = satAdd(cumMax, hi)
 		row := scheduleRow{Retry: i + 1, MinMS: msOf(lo), MaxMS: msOf(hi), CumulativeMaxMS: msOf(cumMax)}
@@ -129,7 +142,7 @@ func schedule(p retry.Policy, samples int, rng *rand.Rand) (rows []scheduleRow, 
 		rows = append(rows, row)
 	}
 	truncated = n == retry.Unlimited && len(rows) == unlimitedRows
-	return rows, truncated
+	return rows, truncated, true
 }
 
 // satAdd is a+b for non-negative durations, saturating at the largest

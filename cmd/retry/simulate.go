@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -59,7 +60,8 @@ func newSimulateCmd() *cobra.Command {
 success, following the policy given by the policy flags, against a server that accepts
 --capacity requests per --slot (model capacity, optionally down for --outage), or writing
 one row with optimistic concurrency (model contention, the "Exponential Backoff And
-Jitter" study). With --compare it runs one strategy (jitter) per name and prints one row each.
+Jitter" study). With --compare it runs one strategy (jitter) per name (at most 16) and prints one
+row each. The --out and --csv files are opened before the run: one that cannot be written is bad input.
 
 With --budget local or shared the clients have a retry budget (retry.Budget's rule, in virtual
 time: --budget-ratio, --budget-min-per-second, --budget-window); --processes P splits them into a
@@ -102,6 +104,10 @@ waits) exceeds --max-memory is refused before it starts.`,
 	o.policy = addPolicyFlags(cmd, "attempt-timeout", "quiet", "verbose", "log-format") // no attempt takes time, nothing is logged
 	return cmd
 }
+
+// maxStrategies bounds --compare: each strategy's result keeps its load
+// series (up to 2^20 slots, 8 MiB) until the end, outside --max-memory.
+const maxStrategies = 16
 
 // parseStrategy turns a --compare name into a Jitter; it accepts what
 // --jitter does (parseJitter in policyflags.go).
@@ -182,6 +188,9 @@ func (o *simOptions) scenarios() ([]string, []sim.Scenario, error) {
 	if o.compare == "" {
 		names = []string{p.Jitter.String()}
 	}
+	if len(names) > maxStrategies {
+		return nil, nil, bad("--compare: %d strategies, at most %d", len(names), maxStrategies)
+	}
 	var scs []sim.Scenario
 	seen := map[string]bool{}
 	for i, n := range names {
@@ -219,6 +228,38 @@ func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	// The files are opened before the simulation, which may take minutes: a
+	// file that cannot be written is bad input. They are truncated when the
+	// results are written, and removed again if retry created them and the
+	// run ended without results.
+	var csvFile, plotFile *output
+	abandon := func() {
+		for _, f := range []*output{csvFile, plotFile} {
+			if f != nil {
+				f.abandon()
+			}
+		}
+	}
+	if o.csv != "" && o.out != "" && filepath.Clean(o.csv) == filepath.Clean(o.out) {
+		return usageError{fmt.Errorf("simulate: --csv and --out name the same file %q", o.out)}
+	}
+	if o.csv != "" {
+		if csvFile, err = openOutputFlag("simulate: --csv", o.csv); err != nil {
+			return err
+		}
+	}
+	if o.out != "" {
+		if plotFile, err = openOutputFlag("simulate: --out", o.out); err != nil {
+			abandon()
+			return err
+		}
+	}
+	done := false
+	defer func() {
+		if !done {
+			abandon()
+		}
+	}()
 	prog := newProgress(stderr, int64(len(scs))*int64(o.clients)*int64(o.trials))
 	var res []strategyResult
 	for i, s := range scs {
@@ -240,6 +281,14 @@ func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) e
 		res = append(res, strategyResult{names[i], r})
 	}
 	prog.clear()
+	done = true // from here on the files are written
+	defer func() {
+		for _, f := range []*output{csvFile, plotFile} {
+			if f != nil {
+				f.f.Close() // after an error; closed and checked below otherwise
+			}
+		}
+	}()
 	if o.format == "json" {
 		err = writeJSON(stdout, res)
 	} else {
@@ -248,8 +297,8 @@ func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	if o.csv != "" {
-		if err := writeCSVFile(o.csv, res); err != nil {
+	if csvFile != nil {
+		if err := writeOutput(csvFile, func(w io.Writer) error { return writeCSV(w, res) }); err != nil {
 			return err
 		}
 	}
@@ -261,9 +310,23 @@ func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) e
 		if scs[0].Model == sim.Contention {
 			title = fmt.Sprintf("%d clients writing one row (contention), writes per %v", o.clients, o.slot)
 		}
-		if err := writePlot(o.out, title, res); err != nil {
+		if err := writeOutput(plotFile, func(w io.Writer) error { return writePlotTo(w, plotFormat(o.out), title, res) }); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// writeOutput truncates f, writes it with write and closes it.
+func writeOutput(f *output, write func(io.Writer) error) error {
+	if err := f.truncate(); err != nil {
+		return fmt.Errorf("simulate: %s: %w", f.name, err)
+	}
+	if err := write(f.f); err != nil {
+		return err
+	}
+	if err := f.f.Close(); err != nil {
+		return fmt.Errorf("simulate: %s: %w", f.name, err)
 	}
 	return nil
 }
@@ -440,9 +503,46 @@ func parseMaxMemory(s string) (int64, error) {
 	return max(int64(b), 1), nil
 }
 
-// memAvailable reads MemAvailable from /proc/meminfo (Linux); ok is false
-// elsewhere.
+// memAvailable is the memory a run may take now: MemAvailable from
+// /proc/meminfo (Linux), or less if retry's memory cgroup (a container's
+// limit) leaves less, since the OOM killer enforces that one; ok is false
+// when neither is known.
 func memAvailable() (int64, bool) {
+	avail, ok := memInfoAvailable()
+	if c, cok := cgroupAvailable("/sys/fs/cgroup"); cok && (!ok || c < avail) {
+		return c, true
+	}
+	return avail, ok
+}
+
+// cgroupAvailable reads the limit and the usage of the memory cgroup
+// mounted under root, as a container sees its own: cgroup v2
+// (memory.max, memory.current) or v1 (memory/memory.limit_in_bytes,
+// memory/memory.usage_in_bytes). ok is false without a limit.
+func cgroupAvailable(root string) (int64, bool) {
+	read := func(name string) (int64, bool) {
+		b, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			return 0, false
+		}
+		v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		return v, err == nil && v >= 0 // "max" (no limit) does not parse
+	}
+	for _, f := range [][2]string{{"memory.max", "memory.current"},
+		{"memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes"}} {
+		limit, ok := read(f[0])
+		if !ok || limit >= 1<<62 { // v1 reports no limit as about 2^63
+			continue
+		}
+		used, _ := read(f[1])
+		return max(limit-used, 1), true
+	}
+	return 0, false
+}
+
+// memInfoAvailable reads MemAvailable from /proc/meminfo (Linux); ok is
+// false elsewhere.
+func memInfoAvailable() (int64, bool) {
 	b, err := os.ReadFile("/proc/meminfo")
 	if err != nil {
 		return 0, false

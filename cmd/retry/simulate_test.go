@@ -283,3 +283,37 @@ func FuzzParseMaxMemory(f *testing.F) {
 		}
 	})
 }
+
+// The default --max-memory respects a container's memory limit (its
+// cgroup), not only the host's MemAvailable, which a container sees whole.
+func TestCgroupAvailable(t *testing.T) {
+	write := func(dir, name, v string) {
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v2 := t.TempDir()
+	write(v2, "memory.max", "1073741824\n")
+	write(v2, "memory.current", "73741824\n")
+	if got, ok := cgroupAvailable(v2); !ok || got != 1_000_000_000 {
+		t.Errorf("v2: %d, %v; want 1e9", got, ok)
+	}
+	write(v2, "memory.max", "max\n")
+	if _, ok := cgroupAvailable(v2); ok {
+		t.Error("v2 without a limit read as one")
+	}
+	v1 := t.TempDir()
+	write(v1, "memory/memory.limit_in_bytes", "536870912\n")
+	write(v1, "memory/memory.usage_in_bytes", "36870912\n")
+	if got, ok := cgroupAvailable(v1); !ok || got != 500_000_000 {
+		t.Errorf("v1: %d, %v; want 5e8", got, ok)
+	}
+	write(v1, "memory/memory.limit_in_bytes", "9223372036854771712\n")
+	if _, ok := cgroupAvailable(v1); ok {
+		t.Error("v1 without a limit read as one")
+	}
+	if _, ok := cgroupAvailable(t.TempDir()); ok {
+		t.Error("no cgroup files read as a limit")
+	}
+}
