@@ -287,3 +287,42 @@ func TestHTTP2BodiesReplayedWhole(t *testing.T) {
 		}
 	}
 }
+
+// countingBody counts its Close calls; it has no GetBody, so the
+// transport buffers it.
+type countingBody struct {
+	io.Reader
+	closes atomic.Int32
+}
+
+func (b *countingBody) Close() error { b.closes.Add(1); return nil }
+
+// TestBufferedBodyClosedOnce: with the request's context already ended,
+// the buffering's AfterFunc closes the caller's body; the transport must
+// not close it a second time, concurrently (io.Closer leaves a second
+// Close undefined).
+func TestBufferedBodyClosedOnce(t *testing.T) {
+	rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return nil, r.Context().Err()
+	})
+	tr := &retryhttp.Transport{Base: rt, Policy: retry.Policy{MaxAttempts: 3}}
+	for range 50 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		body := &countingBody{Reader: strings.NewReader("small")}
+		req, _ := http.NewRequestWithContext(ctx, "PUT", "http://127.0.0.1/x", body)
+		req.GetBody = nil
+		if resp, err := tr.RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
+		// The close may come from another goroutine, after RoundTrip
+		// returned, as the RoundTripper contract allows.
+		for deadline := time.Now().Add(time.Second); body.closes.Load() == 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(5 * time.Millisecond) // room for a second close, if any
+		if n := body.closes.Load(); n != 1 {
+			t.Fatalf("the caller's body was closed %d times, want once", n)
+		}
+	}
+}

@@ -419,14 +419,17 @@ func (c *call) bufferBody() bool {
 	}
 	stop := context.AfterFunc(c.ctx, func() { c.req.Body.Close() })
 	b, err := io.ReadAll(io.LimitReader(c.req.Body, limit+1))
-	if !stop() {
-		c.bodyUsed = true // closed by the AfterFunc
+	closed := !stop() // the AfterFunc closed the body, or is closing it: it owns the Close
+	if closed {
+		c.bodyUsed = true
 	}
 	c.buf = b
 	if err != nil || int64(len(b)) > limit {
 		return false
 	}
-	c.req.Body.Close()
+	if !closed {
+		c.req.Body.Close()
+	}
 	c.bodyUsed = true
 	c.buffered = true
 	return true

@@ -810,3 +810,34 @@ func TestScheduleHugeDurations(t *testing.T) {
 		}
 	}
 }
+
+// TestSimulateInterrupted: Ctrl-C or SIGTERM during a run ends it with 130
+// or 143, and the output file retry created for it is removed (it was
+// left empty).
+func TestSimulateInterrupted(t *testing.T) {
+	for _, c := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
+		t.Run(c.sig.String(), func(t *testing.T) {
+			csv := filepath.Join(t.TempDir(), "sig.csv")
+			cmd, _, finish := startRetry(t, "simulate", "--clients", "3000000", "--trials", "50", "--csv", csv)
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				if _, err := os.Stat(csv); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the CSV file was never created")
+				}
+			}
+			cmd.Process.Signal(c.sig)
+			r := finish()
+			if r.code != c.code || !strings.Contains(r.stderr, "interrupted") {
+				t.Errorf("exit %d, stderr %q; want %d and interrupted", r.code, r.stderr, c.code)
+			}
+			if _, err := os.Stat(csv); !os.IsNotExist(err) {
+				t.Errorf("the CSV file retry created is still there (%v)", err)
+			}
+		})
+	}
+}

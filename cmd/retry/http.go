@@ -64,7 +64,8 @@ the exact bytes.
 
 Exit statuses: 0 for a final 1xx/2xx/3xx response, 22 for a final status of 400 or
 more, 7 when no response arrived (connection refused, timeout, ...) or its body
-ended early, 125 for bad input (nothing sent), 130/143 when interrupted.`,
+ended early, 1 when the body could not be written (-o FILE or stdout),
+125 for bad input (nothing sent), 130/143 when interrupted.`,
 		Example: `  retry http http://127.0.0.1:8080/health
   retry http -X POST -H 'Content-Type: application/json' -d '{"n":1}' --idempotency-key auto https://api.example.test/orders
   retry http --attempts 5 --max-elapsed 30s -o out.bin https://example.test/file`,

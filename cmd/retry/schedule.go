@@ -19,8 +19,9 @@ import (
 const unlimitedRows = 50
 
 // maxRows is the most retries schedule prints: more is bad input, refused
-// before any row is held in memory (a row is about 100 bytes, plus 8 per
-// sample).
+// once the 100,001st row would be made (at most 100,000 rows, about 100
+// bytes each plus 8 per sample, are held first, as --max-elapsed may end
+// the schedule sooner).
 const maxRows = 100000
 
 type scheduleRow struct {

@@ -8,10 +8,13 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -260,6 +263,25 @@ func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) e
 			abandon()
 		}
 	}()
+	// Ctrl-C or SIGTERM stops the run (sim.Run watches ctx), so that the
+	// files created above are removed, and exits 130 or 143 as the other
+	// commands do.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	var gotSig atomic.Value // os.Signal
+	stopWatch := make(chan struct{})
+	defer close(stopWatch)
+	go func() {
+		select {
+		case sig := <-sigs:
+			gotSig.Store(sig)
+			cancel()
+		case <-stopWatch:
+		}
+	}()
 	prog := newProgress(stderr, int64(len(scs))*int64(o.clients)*int64(o.trials))
 	var res []strategyResult
 	for i, s := range scs {
@@ -273,6 +295,13 @@ func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) e
 		r, err := sim.Run(ctx, s)
 		if err != nil {
 			prog.clear()
+			if sig, _ := gotSig.Load().(os.Signal); sig != nil {
+				code := exitSIGINT
+				if sig == syscall.SIGTERM {
+					code = exitSIGTERM
+				}
+				return &exitError{code: code, msg: "simulate: interrupted"}
+			}
 			if errors.Is(err, sim.ErrScenario) || errors.Is(err, retry.ErrInvalidPolicy) {
 				return usageError{errors.New(simFlags.Replace(err.Error()))}
 			}
@@ -281,7 +310,6 @@ func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) e
 		res = append(res, strategyResult{names[i], r})
 	}
 	prog.clear()
-	done = true // from here on the files are written
 	defer func() {
 		for _, f := range []*output{csvFile, plotFile} {
 			if f != nil {
@@ -297,6 +325,7 @@ func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	done = true // from here on the files are written
 	if csvFile != nil {
 		if err := writeOutput(csvFile, func(w io.Writer) error { return writeCSV(w, res) }); err != nil {
 			return err
@@ -528,16 +557,40 @@ func cgroupAvailable(root string) (int64, bool) {
 		v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 		return v, err == nil && v >= 0 // "max" (no limit) does not parse
 	}
-	for _, f := range [][2]string{{"memory.max", "memory.current"},
-		{"memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes"}} {
+	for _, f := range [][4]string{{"memory.max", "memory.current", "memory.stat", "inactive_file"},
+		{"memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes", "memory/memory.stat", "total_inactive_file"}} {
 		limit, ok := read(f[0])
 		if !ok || limit >= 1<<62 { // v1 reports no limit as about 2^63
 			continue
 		}
 		used, _ := read(f[1])
-		return max(limit-used, 1), true
+		// The usage counts the page cache, which the kernel gives back on
+		// demand: the working set leaves out its inactive part, as the
+		// kubelet's does.
+		used -= min(statField(filepath.Join(root, f[2]), f[3]), used)
+		if used >= limit {
+			return 0, false // unknown: leave it to MemAvailable
+		}
+		return limit - used, true
 	}
 	return 0, false
+}
+
+// statField returns the value of key in a memory.stat file, 0 if absent.
+func statField(path, key string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok && k == key {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err == nil && n > 0 {
+				return n
+			}
+		}
+	}
+	return 0
 }
 
 // memInfoAvailable reads MemAvailable from /proc/meminfo (Linux); ok is

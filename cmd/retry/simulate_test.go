@@ -316,4 +316,18 @@ func TestCgroupAvailable(t *testing.T) {
 	if _, ok := cgroupAvailable(t.TempDir()); ok {
 		t.Error("no cgroup files read as a limit")
 	}
+	// The page cache counts in the usage; its inactive part is given back
+	// on demand, so it is not taken as used.
+	write(v2, "memory.max", "2147483648\n")
+	write(v2, "memory.current", "2139095040\n") // 2 GiB - 8 MiB
+	write(v2, "memory.stat", "anon 100\ninactive_file 1610612736\nactive_file 5\n")
+	if got, ok := cgroupAvailable(v2); !ok || got != 2147483648-2139095040+1610612736 {
+		t.Errorf("v2 with page cache: %d, %v; want the limit less the working set", got, ok)
+	}
+	// A usage over the limit says nothing usable: left to MemAvailable.
+	write(v2, "memory.current", "2147500000\n")
+	write(v2, "memory.stat", "anon 100\n")
+	if got, ok := cgroupAvailable(v2); ok {
+		t.Errorf("v2 with usage over the limit read as %d available", got)
+	}
 }
