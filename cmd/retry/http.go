@@ -10,13 +10,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/retrykit/retry"
@@ -299,28 +297,12 @@ func doHTTP(ctx context.Context, p retry.Policy, pf *policyFlags, req *http.Requ
 	defer rep.endWait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	var gotSig atomic.Value // os.Signal
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case s := <-sigs:
-			gotSig.Store(s)
-			cancel()
-		case <-done:
-		}
-	}()
+	ctx, signalled, stopSignals := interruptible(ctx)
+	defer stopSignals()
 	interrupted := func() error {
-		s, _ := gotSig.Load().(os.Signal)
-		if s == nil {
+		code := signalled()
+		if code == 0 {
 			return nil
-		}
-		code := exitSIGINT
-		if s == syscall.SIGTERM {
-			code = exitSIGTERM
 		}
 		rep.noticef("interrupted; not retrying")
 		return &exitError{code: code}

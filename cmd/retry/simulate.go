@@ -8,13 +8,10 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -266,22 +263,8 @@ func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) e
 	// Ctrl-C or SIGTERM stops the run (sim.Run watches ctx), so that the
 	// files created above are removed, and exits 130 or 143 as the other
 	// commands do.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	var gotSig atomic.Value // os.Signal
-	stopWatch := make(chan struct{})
-	defer close(stopWatch)
-	go func() {
-		select {
-		case sig := <-sigs:
-			gotSig.Store(sig)
-			cancel()
-		case <-stopWatch:
-		}
-	}()
+	ctx, signalled, stopSignals := interruptible(ctx)
+	defer stopSignals()
 	prog := newProgress(stderr, int64(len(scs))*int64(o.clients)*int64(o.trials))
 	var res []strategyResult
 	for i, s := range scs {
@@ -295,11 +278,7 @@ func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) e
 		r, err := sim.Run(ctx, s)
 		if err != nil {
 			prog.clear()
-			if sig, _ := gotSig.Load().(os.Signal); sig != nil {
-				code := exitSIGINT
-				if sig == syscall.SIGTERM {
-					code = exitSIGTERM
-				}
+			if code := signalled(); code != 0 {
 				return &exitError{code: code, msg: "simulate: interrupted"}
 			}
 			if errors.Is(err, sim.ErrScenario) || errors.Is(err, retry.ErrInvalidPolicy) {
