@@ -221,7 +221,10 @@ func openOutputFlag(flag, name string) (*output, error) {
 		return &output{name: name, f: f, created: true}, nil
 	}
 	if errors.Is(err, os.ErrExist) {
-		if f, err = os.OpenFile(name, os.O_WRONLY, 0); err == nil {
+		// An existing file, or a symbolic link, which a dangling one's
+		// target is created through, as a shell's > does (not removed
+		// again on failure: name is the link).
+		if f, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE, 0o666); err == nil {
 			return &output{name: name, f: f}, nil
 		}
 	}

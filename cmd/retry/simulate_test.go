@@ -331,3 +331,23 @@ func TestCgroupAvailable(t *testing.T) {
 		t.Errorf("v2 with usage over the limit read as %d available", got)
 	}
 }
+
+// TestOutputThroughDanglingSymlink: an output named by a symbolic link
+// whose target does not exist yet is written to the target, as a shell's
+// > does, not refused.
+func TestOutputThroughDanglingSymlink(t *testing.T) {
+	dir := t.TempDir()
+	link, target := filepath.Join(dir, "out.csv"), filepath.Join(dir, "target.csv")
+	if err := os.Symlink(target, link); err != nil {
+		t.Skipf("no symlinks: %v", err)
+	}
+	o, err := openOutputFlag("--csv", link)
+	if err != nil {
+		t.Fatalf("openOutputFlag through a dangling link: %v", err)
+	}
+	o.f.WriteString("x")
+	o.f.Close()
+	if b, err := os.ReadFile(target); err != nil || string(b) != "x" {
+		t.Fatalf("target %q, %v; want x", b, err)
+	}
+}
