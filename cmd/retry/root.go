@@ -65,8 +65,9 @@ a random 0..1s, at most 10 attempts. Durations use Go syntax: 250ms, 1m30s.
 Exit statuses: 0 success; the command's own status; 125 bad input (retry's own
 usage errors: one line on stderr naming the flag or argument; no command run, no
 request sent); 126/127 command not executable/not found; 130/143 interrupted
-during a wait; for retry http: 22 final HTTP status >= 400, 7 no response or an
-incomplete response body.`,
+during a wait (or a retry simulate run); for retry http: 22 final HTTP status
+>= 400, 7 no response or an incomplete response body, 1 the body could not be
+written.`,
 		Example: `  retry -- curl -fsS http://127.0.0.1:8080/health
   retry --attempts 5 --initial 250ms --jitter full -- make test
   retry --on-exit 75,111 --max-elapsed 2m -- ./deploy.sh
