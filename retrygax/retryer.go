@@ -75,7 +75,29 @@ import (
 // the Throttle on the REST client's HTTP transport instead: a
 // retryhttp.Transport with MaxAttempts 1).
 //
-// An invalid p (see p.Validate) retries nothing.
+// A Retryer gets no context either: when the context ends during gax's
+// wait, gax returns its error without asking the Retryer again, so the
+// Observer gets no EventDone for that call (its last event is the
+// EventAttempt of the retry that was granted and not sent), and the
+// Budget's retry, granted, stays withdrawn. gax also returns an error that
+// mentions an unknown certificate authority without asking the Retryer:
+// no EventDone either.
+//
+// Several WithPolicy options in one call (the client's default and a
+// per-call override, c.GetInstance(ctx, req, retrygax.WithPolicy(p2))):
+// the last one governs the call, as gax's last Retry setting does, and
+// only its Throttle and Observer are told the call's outcomes. The first
+// attempt is counted when an option is resolved, before gax knows which one
+// wins: an earlier option has already counted it with its Budget and told
+// its Observer EventAttempt, so a later one with the same Budget, or an
+// Observer equal to the earlier one's (a pointer, not an ObserverFunc,
+// which Go cannot compare), does not count or tell it again. Put no
+// gax.WithRetry after WithPolicy: WithPolicy cannot see that it was
+// replaced, and would feed its Throttle and Observer for a call it does not
+// govern.
+//
+// An invalid p (see p.Validate) retries nothing, and replaces an earlier
+// WithPolicy like a valid one.
 func WithPolicy(p retry.Policy, opts ...Option) gax.CallOption {
 	o := &policyOption{p: p, c: newConfig(opts), valid: p.Validate() == nil}
 	o.maxAttempts = p.MaxAttempts
@@ -95,15 +117,27 @@ type policyOption struct {
 // Resolve sets the call's Retryer. gax calls it once per call, before the
 // first attempt.
 func (o *policyOption) Resolve(s *gax.CallSettings) {
+	// An earlier WithPolicy in this call (the client's default, before a
+	// per-call option) no longer governs it: it must stop feeding its
+	// Throttle and Observer, which its grpc.OnFinish would still do.
+	var prev *retryer
+	for _, g := range s.GRPC {
+		if m, ok := g.(policyMark); ok {
+			prev = m.r
+		}
+	}
+	if prev != nil {
+		prev.superseded = true
+	}
 	if !o.valid {
 		s.Retry = nil
 		return
 	}
 	p := &o.p
-	if p.Budget != nil {
+	if p.Budget != nil && (prev == nil || prev.o.p.Budget != p.Budget) {
 		p.Budget.RecordAttempt()
 	}
-	if p.Observer != nil {
+	if p.Observer != nil && (prev == nil || !sameObserver(prev.o.p.Observer, p.Observer)) {
 		p.Observer.Observe(context.Background(), retry.Event{Kind: retry.EventAttempt, Attempt: 1, MaxAttempts: o.maxAttempts})
 	}
 	r := &retryer{o: o, n: 1}
@@ -113,11 +147,26 @@ func (o *policyOption) Resolve(s *gax.CallSettings) {
 	s.Retry = func() gax.Retryer { return r }
 	// The gRPC attempt's response headers, if any arrived, commit the call
 	// (gRFC A6): see Retry. A REST call ignores the gRPC options.
-	grpcOpts := append(s.GRPC[:len(s.GRPC):len(s.GRPC)], grpc.Header(&r.header))
+	grpcOpts := append(s.GRPC[:len(s.GRPC):len(s.GRPC)], grpc.Header(&r.header), policyMark{r: r})
 	if p.Throttle != nil || p.Observer != nil {
 		grpcOpts = append(grpcOpts, grpc.OnFinish(r.finish))
 	}
 	s.GRPC = grpcOpts
+}
+
+// policyMark marks, among a call's gRPC options, the retryer that a
+// WithPolicy set, so that a later WithPolicy in the same call can find and
+// supersede it. It changes nothing in the call.
+type policyMark struct {
+	grpc.EmptyCallOption
+	r *retryer
+}
+
+// sameObserver reports whether a and b are the same Observer; one that Go
+// cannot compare (an ObserverFunc, retry.Observers' list) never is.
+func sameObserver(a, b retry.Observer) (same bool) {
+	defer func() { _ = recover() }() // comparing uncomparable dynamic types panics
+	return a != nil && a == b
 }
 
 // retryer is the state of one call.
@@ -128,10 +177,16 @@ type retryer struct {
 	prev   time.Duration // the previous computed wait
 	waited time.Duration // total of the waits granted
 	start  time.Time     // start of the call, or of the first failure
+	// superseded: a later WithPolicy in the same call governs it (set
+	// while gax resolves the options, before any attempt).
+	superseded bool
 }
 
 // finish is told each gRPC attempt's outcome (grpc.OnFinish).
 func (r *retryer) finish(err error) {
+	if r.superseded {
+		return
+	}
 	p := &r.o.p
 	if p.Throttle != nil {
 		recordThrottle(p.Throttle, err)
