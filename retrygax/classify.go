@@ -3,7 +3,6 @@ package retrygax
 import (
 	"errors"
 	"math/rand/v2"
-	"net/http"
 	"strings"
 	"time"
 
@@ -20,7 +19,6 @@ import (
 type verdict struct {
 	retry     bool          // the status is one that is retried
 	exhausted bool          // a lower retrykit layer already gave up
-	overload  bool          // the backend said it is overloaded (for a Throttle)
 	hint      time.Duration // the server's least wait, when hasHint
 	hasHint   bool
 }
@@ -36,7 +34,6 @@ func (c *config) judge(err error, now time.Time) verdict {
 	if errors.As(err, &gerr) {
 		// REST. Checked first: an APIError made from a *googleapi.Error
 		// also reports a gRPC status mapped from the HTTP code.
-		v.overload = gerr.Code == http.StatusTooManyRequests || gerr.Code == http.StatusServiceUnavailable
 		if gerr.Header.Get(retryhttp.HeaderExhausted) != "" {
 			v.exhausted = true
 		}
@@ -51,7 +48,6 @@ func (c *config) judge(err error, now time.Time) verdict {
 		if sendTooLarge(s) {
 			return v // every attempt would fail alike
 		}
-		v.overload = code == codes.Unavailable || code == codes.ResourceExhausted || code == codes.DeadlineExceeded
 		v.retry = c.retriesCode(code)
 	}
 	if d, ok := retryInfo(err); ok {

@@ -282,8 +282,7 @@ func (r *retryer) emit(e retry.Event) {
 // error for it, by the rule retry.Do applies: a nil err is accepted;
 // otherwise t's ThrottleConfig.Accepted decides when set, and the default
 // rule when not: UNAVAILABLE, RESOURCE_EXHAUSTED and DEADLINE_EXCEEDED are
-// overload, as judge says (retry.Do's rule sees the same through
-// retrygrpc's errors).
+// overload (retry.Do's rule sees the same through retrygrpc's errors).
 func recordThrottle(t *retry.Throttle, err error) {
 	if err == nil {
 		t.Record(true)
