@@ -252,7 +252,7 @@ func start(cfg Config, s Store, c counter, kind string, window time.Duration, ob
 	// Counted from now, as if pushed now: counts that cannot be pushed for
 	// too long (the store is down at start) are dropped like any others.
 	e.lastOK = time.Now()
-	e.mark = "{" + cfg.Prefix + "}:" + kind + ":w" + strconv.FormatInt(window.Milliseconds(), 10) + ":p:" + e.token
+	e.mark = keyBase(cfg.Prefix, kind, window) + "p:" + e.token
 	go e.run()
 	return e, nil
 }
@@ -270,7 +270,7 @@ func start(cfg Config, s Store, c counter, kind string, window time.Duration, ob
 // that processes configured with different windows never mix their
 // counts.
 func Keys(prefix, kind string, window time.Duration) func(k int64) []string {
-	base := "{" + prefix + "}:" + kind + ":w" + strconv.FormatInt(window.Milliseconds(), 10) + ":"
+	base := keyBase(prefix, kind, window)
 	buf := make([]string, slots)
 	return func(k int64) []string {
 		for i := range slots {
@@ -278,6 +278,12 @@ func Keys(prefix, kind string, window time.Duration) func(k int64) []string {
 		}
 		return buf
 	}
+}
+
+// keyBase is what every key of one kind and window starts with:
+// "{prefix}:kind:w<window in ms>:".
+func keyBase(prefix, kind string, window time.Duration) string {
+	return "{" + prefix + "}:" + kind + ":w" + strconv.FormatInt(window.Milliseconds(), 10) + ":"
 }
 
 // Close stops the sync goroutine, waits for it to end and leaves the
@@ -331,7 +337,7 @@ func (e *Engine) syncOnce() {
 	k := now.UnixNano() / int64(e.slot)
 	la, lb := e.ctr.local()
 	var dropA, dropB bool
-	if !e.lastOK.IsZero() && now.Sub(e.lastOK) > e.cfg.Interval+max(e.slot, e.cfg.Interval) {
+	if now.Sub(e.lastOK) > e.cfg.Interval+max(e.slot, e.cfg.Interval) { // lastOK starts at start
 		// Counts that could not be pushed for more than a slot beyond a
 		// regular sync's lateness (one interval, or two when a slot is
 		// shorter than an interval: scheduling jitter) would be dated too
