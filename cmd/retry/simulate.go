@@ -228,6 +228,11 @@ func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	// Ctrl-C or SIGTERM stops the run (sim.Run watches ctx), so that the
+	// files created below are removed, and exits 130 or 143 as the other
+	// commands do. The watch starts before any file is created.
+	ctx, signalled, stopSignals := interruptible(ctx)
+	defer stopSignals()
 	// The files are opened before the simulation, which may take minutes: a
 	// file that cannot be written is bad input. They are truncated when the
 	// results are written, and removed again if retry created them and the
@@ -260,11 +265,6 @@ func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) e
 			abandon()
 		}
 	}()
-	// Ctrl-C or SIGTERM stops the run (sim.Run watches ctx), so that the
-	// files created above are removed, and exits 130 or 143 as the other
-	// commands do.
-	ctx, signalled, stopSignals := interruptible(ctx)
-	defer stopSignals()
 	prog := newProgress(stderr, int64(len(scs))*int64(o.clients)*int64(o.trials))
 	var res []strategyResult
 	for i, s := range scs {
