@@ -1,6 +1,7 @@
 package retryhttp_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -95,5 +96,57 @@ func TestMiddlewareLeavesSuccessAlone(t *testing.T) {
 	resp.Body.Close()
 	if string(b) != "hi" || resp.Header.Get(retryhttp.HeaderExhausted) != "" {
 		t.Fatalf("%q %v", b, resp.Header)
+	}
+}
+
+// The reason an Observer sees when the Transport gives up on a response:
+// one that a lower layer marked Retry-Exhausted is not retried and counts
+// as an inner loop's error (ReasonExhausted, as retry.Do reports it), not
+// as a permanent one; a last attempt's 503 whose Retry-After exceeds
+// MaxRetryAfter ends on the attempt limit (ReasonAttempts), as any last
+// 503 does.
+func TestGiveUpReasonOfResponses(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		header func(h http.Header, attempt string)
+		want   retry.Reason
+		sends  int64
+	}{
+		{"exhausted below", func(h http.Header, _ string) { h.Set(retryhttp.HeaderExhausted, "1") }, retry.ReasonExhausted, 1},
+		{"long Retry-After at the last attempt", func(h http.Header, attempt string) {
+			if attempt == "3" {
+				h.Set("Retry-After", "3600")
+			}
+		}, retry.ReasonAttempts, 3},
+		{"long Retry-After before the last attempt", func(h http.Header, _ string) { h.Set("Retry-After", "3600") }, retry.ReasonPermanent, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sends atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				sends.Add(1)
+				tc.header(w.Header(), r.Header.Get(retryhttp.HeaderAttempt))
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}))
+			defer srv.Close()
+			base := &http.Transport{}
+			defer base.CloseIdleConnections()
+			var reasons []retry.Reason
+			p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 3, Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+				if e.Kind == retry.EventDone {
+					reasons = append(reasons, e.Reason)
+				}
+			})}
+			resp, err := (&http.Client{Transport: &retryhttp.Transport{Base: base, Policy: p}}).Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusServiceUnavailable || sends.Load() != tc.sends {
+				t.Fatalf("status %d after %d sends, want 503 after %d", resp.StatusCode, sends.Load(), tc.sends)
+			}
+			if len(reasons) != 1 || reasons[0] != tc.want {
+				t.Errorf("EventDone reasons %v, want [%v]", reasons, tc.want)
+			}
+		})
 	}
 }

@@ -227,6 +227,11 @@ type call struct {
 	// attempt1Seen: RoundTrip already reported the first attempt to the
 	// policy's Observer before the loop took it over.
 	attempt1Seen bool
+	// pending: the loop's EventAttempt, held back under an AttemptTimeout
+	// until tryTimed has the attempt's own context to report it with, as
+	// retry.Do reports it (see flushAttempt).
+	pending    retry.Event
+	hasPending bool
 }
 
 // RoundTrip sends req, retrying as described on [Transport].
@@ -374,6 +379,8 @@ func (c *call) loop(ctx context.Context) (*http.Response, error) {
 func (c *call) Observe(ctx context.Context, e retry.Event) {
 	if c.attempt1Seen && e.Kind == retry.EventAttempt && e.Attempt == 1 {
 		c.attempt1Seen = false // reported once already, by RoundTrip
+	} else if e.Kind == retry.EventAttempt && c.observer != nil && c.t.Policy.AttemptTimeout > 0 {
+		c.pending, c.hasPending = e, true // reported by try with the attempt's context
 	} else if c.observer != nil {
 		c.observer.Observe(ctx, e)
 	}
@@ -470,6 +477,7 @@ func (c *call) try() (*http.Response, error) {
 	default:
 		b, err := c.req.GetBody()
 		if err != nil {
+			c.flushAttempt(c.ctx)
 			return nil, retry.Permanent(&getBodyError{err})
 		}
 		body = b
@@ -498,6 +506,16 @@ func (c *call) try() (*http.Response, error) {
 		return nil, c.classify(r, err)
 	}
 	return c.judge(r, resp)
+}
+
+// flushAttempt reports the loop's held-back EventAttempt, if any, to the
+// policy's Observer with ctx: the attempt's own context under an
+// AttemptTimeout, which its timeout ends, as in retry.Do.
+func (c *call) flushAttempt(ctx context.Context) {
+	if c.hasPending {
+		c.hasPending = false
+		c.observer.Observe(ctx, c.pending)
+	}
 }
 
 // errNilResponse stands for the answer of a Base that broke the
@@ -533,6 +551,7 @@ func (c *call) tryTimed(d time.Duration, body io.ReadCloser) (*http.Response, er
 			cancel()
 		}
 	}()
+	c.flushAttempt(ctx)
 	r := c.prepare(ctx, body)
 	resp, err := c.base.RoundTrip(r)
 	if err == nil && resp == nil {
@@ -592,9 +611,14 @@ func (c *call) judge(r *http.Request, resp *http.Response) (*http.Response, erro
 	c.last = resp
 	e := &statusError{resp: resp, method: r.Method, url: r.URL, attempt: c.n}
 	if Exhausted(resp) {
-		// Already retried to exhaustion below: do not retry again.
+		// Already retried to exhaustion below: do not retry again. The
+		// loop reports it as it reports an inner loop's error
+		// (ReasonExhausted), unless the policy would retry that.
 		c.exhaust = true
-		return resp, retry.Permanent(e)
+		if c.t.Policy.RetryExhausted {
+			return resp, retry.Permanent(e)
+		}
+		return resp, exhaustedError{e}
 	}
 	if !c.replayable || !c.idem && resp.StatusCode != http.StatusTooManyRequests {
 		// Not retried, but still an answer from the server: the loop
@@ -605,9 +629,11 @@ func (c *call) judge(r *http.Request, resp *http.Response) (*http.Response, erro
 	if max := c.t.maxRetryAfter(); max > 0 {
 		if v := resp.Header.Get("Retry-After"); v != "" {
 			if d, ok := ParseRetryAfter(v, time.Now()); ok {
-				if d > max || d == maxDuration {
+				if (d > max || d == maxDuration) && c.mayRetry() {
 					// The server asks for more than we honour (or than a
 					// Duration holds): give its answer to the caller now.
+					// At the last attempt the attempt limit ends the
+					// loop anyway, and is what it reports.
 					return resp, retry.Permanent(e)
 				}
 				err = retry.After(e, satAdd(d, retryAfterJitter(d)))
@@ -829,6 +855,13 @@ func (e *statusError) Overloaded() bool {
 
 // StatusCode returns the response's status code.
 func (e *statusError) StatusCode() int { return e.resp.StatusCode }
+
+// exhaustedError is the error of a response that a lower retry layer
+// marked Retry-Exhausted: not retried, reported as an inner loop's.
+type exhaustedError struct{ *statusError }
+
+func (e exhaustedError) Unwrap() error   { return e.statusError }
+func (e exhaustedError) Exhausted() bool { return true }
 
 // attemptError is the error of an attempt that got no response.
 type attemptError struct {

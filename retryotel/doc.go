@@ -46,7 +46,7 @@
 // they were the request.
 //
 // What the wire sees: each attempt carries the headers of the global
-// propagator (otel.GetTextMapPropagator; with propagation.TraceContext, a
+// propagator as it is at that attempt (otel.GetTextMapPropagator; with propagation.TraceContext, a
 // traceparent per attempt, W3C Trace Context), and every retry carries
 // retryhttp.HeaderAttempt (Retry-Attempt: 2 on the first retry). The
 // attempt span of a retry has http.request.resend_count = attempt − 1 (1 on

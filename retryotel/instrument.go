@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -54,7 +55,12 @@ func reasonValue(r retry.Reason) string {
 // per operation and reuse the Policy, not once per call. The returned
 // Policy is a plain value, safe for concurrent use like any Policy.
 // Errors creating instruments go to otel.Handle; the instruments
-// OpenTelemetry returns with them are used as they are.
+// OpenTelemetry returns with them are used as they are, and an instrument
+// a MeterProvider does not return at all records nothing.
+//
+// Each Instrument adds one more Observer: instrumenting a policy twice, or
+// handing an instrumented policy to NewTransport (which instruments it
+// itself), records every call twice.
 func Instrument(p retry.Policy, operation string, opts ...Option) retry.Policy {
 	c := newConfig(opts)
 	return instrument(p, operation, &c)
@@ -98,24 +104,34 @@ func newObserver(operation string, mp metric.MeterProvider) *observer {
 		metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts made per call, the first included (1 = success at the first try)."),
 		metric.WithExplicitBucketBoundaries(attemptBounds...))
-	handle(err)
+	if handle(err); o.attempts == nil {
+		o.attempts = noop.Int64Histogram{}
+	}
 	o.delay, err = m.Float64Histogram("retry.call.retry_delay",
 		metric.WithUnit("s"),
 		metric.WithDescription("Total time a call spent waiting between its attempts (a call that retried, or whose context ended while it waited)."),
 		metric.WithExplicitBucketBoundaries(delayBounds...))
-	handle(err)
+	if handle(err); o.delay == nil {
+		o.delay = noop.Float64Histogram{}
+	}
 	o.gaveUp, err = m.Int64Counter("retry.call.gave_up",
 		metric.WithUnit("{call}"),
 		metric.WithDescription("Calls that gave up without success, by retry.reason."))
-	handle(err)
+	if handle(err); o.gaveUp == nil {
+		o.gaveUp = noop.Int64Counter{}
+	}
 	o.throttled, err = m.Int64Counter("retry.attempt.throttled",
 		metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts rejected locally by a retry.Throttle, not sent."))
-	handle(err)
+	if handle(err); o.throttled == nil {
+		o.throttled = noop.Int64Counter{}
+	}
 	o.refused, err = m.Int64Counter("retry.retry.refused",
 		metric.WithUnit("{retry}"),
 		metric.WithDescription("Retries refused by a retry.Budget."))
-	handle(err)
+	if handle(err); o.refused == nil {
+		o.refused = noop.Int64Counter{}
+	}
 
 	set := metric.WithAttributeSet(attribute.NewSet(o.operation))
 	o.record = []metric.RecordOption{set}

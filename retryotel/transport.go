@@ -1,13 +1,16 @@
 package retryotel
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retryhttp"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -27,8 +30,8 @@ const AttrResendCount = attribute.Key("http.request.resend_count")
 // nil error; it counts with retry.reason = attempts).
 //
 // A nil base means http.DefaultTransport. Headers are injected with the
-// global text-map propagator (set one with otel.SetTextMapPropagator, for
-// example propagation.TraceContext{}), as otelhttp does. Spans come from
+// global text-map propagator as it is at each attempt (set one with
+// otel.SetTextMapPropagator, for example propagation.TraceContext{}). Spans come from
 // WithTracerProvider (default: the global TracerProvider), metrics,
 // otelhttp's per-attempt HTTP metrics included, from WithMeterProvider
 // (default: the global MeterProvider). The span of an attempt that is
@@ -36,7 +39,8 @@ const AttrResendCount = attribute.Key("http.request.resend_count")
 // returned response ends when the caller closes its body, as with otelhttp.
 //
 // The result is a *retryhttp.Transport with its other fields zero (the
-// defaults); see the package documentation for the layer order and why.
+// defaults); its CloseIdleConnections, which http.Client's calls, closes
+// the idle connections of base. See the package documentation for the layer order and why.
 // It is safe for concurrent use and should be reused.
 func NewTransport(base http.RoundTripper, p retry.Policy, opts ...Option) http.RoundTripper {
 	c := newConfig(opts)
@@ -44,11 +48,47 @@ func NewTransport(base http.RoundTripper, p retry.Policy, opts ...Option) http.R
 		base = http.DefaultTransport
 	}
 	return &retryhttp.Transport{
-		Base: otelhttp.NewTransport(resendCounter{base},
-			otelhttp.WithTracerProvider(c.tracerProvider()), otelhttp.WithMeterProvider(c.meterProvider())),
+		Base: attempts{
+			RoundTripper: otelhttp.NewTransport(resendCounter{base},
+				otelhttp.WithTracerProvider(c.tracerProvider()), otelhttp.WithMeterProvider(c.meterProvider()),
+				otelhttp.WithPropagators(globalPropagator{})),
+			base: base,
+		},
 		Policy: instrument(p, "http", &c),
 	}
 }
+
+// attempts is otelhttp's Transport over the caller's base, with the
+// base's CloseIdleConnections, which otelhttp's Transport does not pass
+// on: http.Client.CloseIdleConnections reaches retryhttp.Transport, which
+// calls it on its Base, this.
+type attempts struct {
+	http.RoundTripper
+	base http.RoundTripper
+}
+
+// CloseIdleConnections closes the idle connections of the caller's base,
+// if it has such a method.
+func (a attempts) CloseIdleConnections() {
+	if b, ok := a.base.(interface{ CloseIdleConnections() }); ok {
+		b.CloseIdleConnections()
+	}
+}
+
+// globalPropagator is the global text-map propagator as it is at each use,
+// as the global TracerProvider is read when each span starts: otelhttp
+// alone keeps the one that was global when its Transport was made.
+type globalPropagator struct{}
+
+func (globalPropagator) Inject(ctx context.Context, c propagation.TextMapCarrier) {
+	otel.GetTextMapPropagator().Inject(ctx, c)
+}
+
+func (globalPropagator) Extract(ctx context.Context, c propagation.TextMapCarrier) context.Context {
+	return otel.GetTextMapPropagator().Extract(ctx, c)
+}
+
+func (globalPropagator) Fields() []string { return otel.GetTextMapPropagator().Fields() }
 
 // resendCounter sits under otelhttp, whose attempt span is in the request's
 // context: it sets http.request.resend_count from the attempt number that

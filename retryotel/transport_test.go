@@ -340,9 +340,8 @@ func TestTransportManyCalls(t *testing.T) {
 	if got := len(clientSpans(sr.Ended())); got != len(reqs) {
 		t.Errorf("%d attempt spans ended, server saw %d requests", got, len(reqs))
 	}
-	// No caller span: each call's attempts share one trace of their own
-	// (the first attempt is the root), yet every attempt sent its own
-	// traceparent.
+	// No caller span: each attempt's span is the root of a trace of its
+	// own, and every attempt sent its own traceparent.
 	distinct := map[string]bool{}
 	for _, r := range reqs {
 		distinct[r.traceparent] = true
