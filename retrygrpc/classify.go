@@ -19,7 +19,8 @@ const (
 	// HeaderPreviousAttempts is sent on every retry with the number of
 	// earlier attempts of the same call that were sent ("1" on the first
 	// retry; an attempt that the Throttle rejected is not counted); a
-	// first attempt does not carry it.
+	// first attempt does not carry it, and a value in the caller's
+	// outgoing metadata is dropped.
 	HeaderPreviousAttempts = "grpc-previous-rpc-attempts"
 	// TrailerPushback is the trailer in which a server says how long to
 	// wait before retrying, in milliseconds; a negative or malformed value
@@ -56,13 +57,13 @@ func (e *attemptError) Overloaded() bool {
 	return !e.local && (e.code == codes.Unavailable || e.code == codes.ResourceExhausted || e.code == codes.DeadlineExceeded)
 }
 
-// sendTooLarge reports grpc-go's own error for a request message larger
-// than grpc.MaxCallSendMsgSize: RESOURCE_EXHAUSTED, raised on the client
-// before the message is sent, and the same at every attempt. grpc-go marks
-// it by its text only; a test against grpc-go keeps the two in step.
-func sendTooLarge(err error) bool {
-	st, ok := status.FromError(err)
-	return ok && st.Code() == codes.ResourceExhausted && strings.HasPrefix(st.Message(), "trying to send message larger than max")
+// sendTooLarge reports whether st, an attempt's status, is grpc-go's own
+// error for a request message larger than grpc.MaxCallSendMsgSize:
+// RESOURCE_EXHAUSTED, raised on the client before the message is sent, and
+// the same at every attempt. grpc-go marks it by its text only; a test
+// against grpc-go keeps the two in step.
+func sendTooLarge(st *status.Status) bool {
+	return st.Code() == codes.ResourceExhausted && strings.HasPrefix(st.Message(), "trying to send message larger than max")
 }
 
 // classify turns the error of an attempt into what the retry loop should
@@ -72,7 +73,8 @@ func sendTooLarge(err error) bool {
 // A6: only an attempt that got none, a trailers-only response or no
 // response at all, may be retried).
 func (c *config) classify(ctx context.Context, p *retry.Policy, err error, trailer metadata.MD, headers bool) error {
-	code := status.Code(err)
+	st, _ := status.FromError(err) // once: status.Code would convert it again
+	code := st.Code()
 	e := &attemptError{err: err, code: code}
 	if ctx.Err() != nil {
 		return e // the loop stops on the caller's context by itself
@@ -80,7 +82,7 @@ func (c *config) classify(ctx context.Context, p *retry.Policy, err error, trail
 	if !c.retriesCode(code) && !(code == codes.DeadlineExceeded && p.AttemptTimeout > 0) {
 		return retry.Permanent(e)
 	}
-	if sendTooLarge(err) {
+	if sendTooLarge(st) {
 		// Every attempt would fail alike, and so would an enclosing
 		// layer's: no layer should retry it.
 		e.local, e.refused = true, true
@@ -93,7 +95,7 @@ func (c *config) classify(ctx context.Context, p *retry.Policy, err error, trail
 		e.refused = true
 		return retry.Permanent(e)
 	}
-	d, hint, stop := serverDelay(err, trailer)
+	d, hint, stop := serverDelay(st, trailer)
 	switch {
 	case stop:
 		e.refused = true
@@ -116,9 +118,9 @@ func (c *config) classify(ctx context.Context, p *retry.Policy, err error, trail
 const maxDuration = time.Duration(1<<63 - 1)
 
 // serverDelay reads the server's wait from the pushback trailer and the
-// RetryInfo detail of err's status, taking the larger when both are there.
-// stop reports a negative or malformed pushback.
-func serverDelay(err error, trailer metadata.MD) (d time.Duration, hint, stop bool) {
+// RetryInfo detail of st, the attempt's status, taking the larger when both
+// are there. stop reports a negative or malformed pushback.
+func serverDelay(st *status.Status, trailer metadata.MD) (d time.Duration, hint, stop bool) {
 	if v := trailer.Get(TrailerPushback); len(v) > 0 {
 		pd, ok := ParsePushback(v[0])
 		if !ok {
@@ -126,7 +128,7 @@ func serverDelay(err error, trailer metadata.MD) (d time.Duration, hint, stop bo
 		}
 		d, hint = pd, true
 	}
-	if rd, ok := retryInfoDelay(err); ok {
+	if rd, ok := retryInfoDelay(st); ok {
 		d, hint = max(d, rd), true
 	}
 	return d, hint, false
@@ -163,13 +165,11 @@ func ParsePushback(v string) (d time.Duration, ok bool) {
 }
 
 // retryInfoDelay returns the retry_delay of a google.rpc.RetryInfo detail
-// in err's status. An invalid delay is ignored; a negative one counts as 0.
-func retryInfoDelay(err error) (time.Duration, bool) {
-	s, ok := status.FromError(err)
-	if !ok || len(s.Proto().GetDetails()) == 0 {
-		return 0, false
-	}
-	for _, det := range s.Details() {
+// in st. An invalid delay is ignored; a negative one counts as 0. A status
+// without details costs no allocation (Details, unlike Proto, does not
+// clone the status).
+func retryInfoDelay(st *status.Status) (time.Duration, bool) {
+	for _, det := range st.Details() {
 		ri, ok := det.(*errdetails.RetryInfo)
 		if !ok || ri.GetRetryDelay() == nil || ri.GetRetryDelay().CheckValid() != nil {
 			continue

@@ -39,9 +39,11 @@
 // Every retry carries the metadata grpc-previous-rpc-attempts with the
 // number of earlier attempts sent ("1" on the first retry; attempts that
 // the Throttle rejected were not sent and do not count); first attempts
-// do not. The interceptors read the trailer grpc-retry-pushback-ms: a
-// non-negative integer is the least wait in milliseconds before the
-// retry, a negative or malformed value means "do not retry". They read
+// do not, and a value that the caller's outgoing metadata carries (a
+// proxy forwarding its incoming metadata) is dropped. The interceptors
+// read the trailer grpc-retry-pushback-ms: a non-negative integer is the
+// least wait in milliseconds before the retry, a negative or malformed
+// value means "do not retry". They read
 // google.rpc.RetryInfo from the status details the same way
 // (retry_delay is the least wait). A server's wait is capped by
 // [WithMaxServerDelay] (5 min by default: asking for more, or for more
@@ -64,8 +66,9 @@
 //
 // The loop is retry.Do's: Budget, Throttle (ThrottleConfig.Accepted when
 // set; otherwise UNAVAILABLE, RESOURCE_EXHAUSTED and DEADLINE_EXCEEDED
-// count as overload), the nesting rule and the hooks behave exactly as
-// there. When the server's answer refuses a retry that the code allows (a
+// count as overload, except grpc-go's own RESOURCE_EXHAUSTED for a request
+// over grpc.MaxCallSendMsgSize, raised on the client), the nesting rule
+// and the hooks behave exactly as there. When the server's answer refuses a retry that the code allows (a
 // "do not retry" pushback, or response headers on a unary call), the
 // interceptors return a *retry.Error even after one attempt, so that
 // retrygax, retry.Do or another interceptor above do not retry what they

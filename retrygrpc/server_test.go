@@ -169,7 +169,13 @@ func serveInBubble(t *testing.T, s *echoServer, dopts ...grpc.DialOption) *grpc.
 // dopts (insecure credentials are added); both stop at the end of the test.
 func serveOn(t testing.TB, lis net.Listener, target string, s *echoServer, dopts []grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
-	srv := grpc.NewServer()
+	return serveWith(t, lis, target, s, nil, dopts)
+}
+
+// serveWith is serveOn with server options.
+func serveWith(t testing.TB, lis net.Listener, target string, s *echoServer, sopts []grpc.ServerOption, dopts []grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	srv := grpc.NewServer(sopts...)
 	srv.RegisterService(&echoDesc, s)
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Serve(lis) }()
@@ -183,6 +189,46 @@ func serveOn(t testing.TB, lis net.Listener, target string, s *echoServer, dopts
 		<-done
 	})
 	return cc
+}
+
+// serveWindows is serve with fixed 64 KiB flow-control windows on both
+// sides, which turns off grpc-go's BDP window growth: a sender that
+// nobody reads blocks after 64 KiB.
+func serveWindows(t *testing.T, s *echoServer, dopts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveWith(t, lis, lis.Addr().String(), s,
+		[]grpc.ServerOption{grpc.InitialWindowSize(1 << 16), grpc.InitialConnWindowSize(1 << 16)},
+		append(dopts, grpc.WithInitialWindowSize(1<<16), grpc.WithInitialConnWindowSize(1<<16)))
+}
+
+// streamEcho opens a bidi stream, sends "a", reads to the end and fails
+// the test on any error.
+func streamEcho(t *testing.T, ctx context.Context, cc *grpc.ClientConn) {
+	t.Helper()
+	cs, err := cc.NewStream(ctx, bidiDesc, methodBidi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendAll(t, cs, "a")
+	if _, err := recvAll(cs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// callEcho makes one unary call, or one bidi stream, that must succeed.
+func callEcho(t *testing.T, ctx context.Context, cc *grpc.ClientConn, stream bool) {
+	t.Helper()
+	if stream {
+		streamEcho(t, ctx, cc)
+		return
+	}
+	if _, err := callUnary(ctx, cc, methodUnary); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func callUnary(ctx context.Context, cc *grpc.ClientConn, method string, opts ...grpc.CallOption) (string, error) {

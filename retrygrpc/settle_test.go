@@ -2,7 +2,6 @@ package retrygrpc_test
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/retrykit/retry/retrygrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -40,14 +38,6 @@ func TestRecvErrorNotRetriedDoesNotWaitForSend(t *testing.T) {
 		}
 		return nil
 	}}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer(grpc.InitialWindowSize(1<<16), grpc.InitialConnWindowSize(1<<16))
-	srv.RegisterService(&echoDesc, s)
-	done := make(chan struct{})
-	go func() { defer close(done); srv.Serve(lis) }()
 	check := grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		cs, err := streamer(ctx, desc, cc, method, opts...)
 		if err != nil {
@@ -55,19 +45,9 @@ func TestRecvErrorNotRetriedDoesNotWaitForSend(t *testing.T) {
 		}
 		return &checkStream{cs}, nil
 	})
-	cc, err := grpc.NewClient(lis.Addr().String(), append(retrygrpc.DialOptions(fast), check,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithInitialWindowSize(1<<16), grpc.WithInitialConnWindowSize(1<<16))...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cc := serveWindows(t, s, append(retrygrpc.DialOptions(fast), check)...)
 	ctx, cancel := context.WithCancel(t.Context())
-	t.Cleanup(func() {
-		cancel()
-		cc.Close()
-		srv.Stop()
-		<-done
-	})
+	t.Cleanup(cancel) // before the connection closes
 	cs, err := cc.NewStream(ctx, bidiDesc, methodBidi)
 	if err != nil {
 		t.Fatal(err)

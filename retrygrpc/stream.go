@@ -30,30 +30,51 @@ import (
 // kept (a proto.Clone, so the caller may reuse it) and a retry opens a new
 // stream, sends them again in order, and closes the send side if the
 // client had; after it, errors are returned as they come, so the
-// application never sees a response twice.
+// application never sees a response twice. A stream that commits while a
+// retry is opening its new stream (a SendMsg on another goroutine) ends
+// the retry: the new stream is cancelled unused, and RecvMsg returns the
+// error of the attempt that failed.
 //
 // Retries happen inside NewStream (when opening fails) and RecvMsg, never
 // inside Header: like grpc-go's, Header returns nil, nil when the current
 // attempt failed without headers, and the next RecvMsg reports the
 // failure and may retry; Header then returns the headers of the attempt
-// that replaced it. p.AttemptTimeout does not apply to streams (their
-// length is the application's): bound them with the context.
+// that replaced it. A retry in RecvMsg sends the kept messages on a
+// goroutine of its own while RecvMsg waits for the new attempt's first
+// response, so that a server that answers each request as it reads it
+// is read meanwhile (otherwise both sides could block on flow control);
+// no lock is held across network sends, SendMsg and CloseSend wait until
+// the replay is done (the messages stay in order), and the goroutine
+// ends with the replay or with the attempt. A replay that fails part-way
+// fails its attempt, which is then retried or not by the usual rules.
+// Each retry opens its stream with a child of the caller's context,
+// cancelled when the attempt is replaced and when RecvMsg returns an
+// error. p.AttemptTimeout does not apply to streams (their length is the
+// application's): bound them with the context.
 //
 // grpc-previous-rpc-attempts counts the attempts sent, as on unary calls:
-// an attempt that the Throttle rejected was never sent and is not counted.
-// A "do not retry" pushback, or a server wait beyond WithMaxServerDelay,
-// on the first failure gives a *retry.Error, as on unary calls, so that
-// enclosing retry loops do not retry it either.
+// an attempt that the Throttle rejected was never sent and is not counted,
+// and a value in the caller's outgoing metadata is dropped. A "do not
+// retry" pushback, or a server wait beyond WithMaxServerDelay, on the
+// first failure gives a *retry.Error, as on unary calls, so that enclosing
+// retry loops do not retry it either. A stream whose context has already
+// ended is opened once, as without the interceptor, and grpc-go's error
+// returned unchanged.
 //
 // The loop is retry.Do's, started at the first failure with that failure
 // as its first attempt: MaxAttempts and MaxElapsed count from the start of
-// the stream, and Budget, the nesting rule and the Observer apply (a
-// stream that succeeds without a retry is counted by the Budget as a
-// first attempt when it commits; the Observer hears of streams only when
-// they fail). The Throttle is asked before each attempt and told each
-// attempt's outcome, judged as retry.Do judges it (ThrottleConfig.Accepted
-// when set, the overload codes when not). When opening the stream failed
-// and was retried, and the stream then fails again before committing (in
+// the stream, and Budget, the nesting rule and the Observer apply (the
+// Observer hears of a stream only when an attempt fails with an error
+// that is retried or refused; the Budget counts every first attempt once,
+// as retry.Do does: through that loop, or, for a stream that does not
+// enter it, when the stream commits or its first attempt fails). The
+// Throttle is asked before each attempt and told each attempt's outcome,
+// judged as retry.Do judges it (ThrottleConfig.Accepted when set, the
+// overload codes when not; grpc-go's own RESOURCE_EXHAUSTED for a message
+// over grpc.MaxCallSendMsgSize is no overload); an attempt that it
+// rejects reaches the Observer as EventThrottled and is not counted by
+// the Budget, as in retry.Do. When opening the stream failed and was
+// retried, and the stream then fails again before committing (in
 // RecvMsg), a second retry.Do continues with the attempts and time left:
 // the Observer sees its attempts numbered from 1 again and the Budget
 // counts one more first attempt.
@@ -66,17 +87,33 @@ func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientIn
 		if err := p.Validate(); err != nil {
 			return nil, err
 		}
-		s := &stream{
-			ctx: ctx, c: c, p: p, desc: desc, cc: cc, method: method,
-			streamer: streamer, opts: callOpts, start: time.Now(),
+		actx := withoutPrevious(ctx)
+		if ctx.Err() != nil {
+			// Ended before the first attempt: as without the interceptor,
+			// and as UnaryClientInterceptor does, grpc-go's error
+			// unchanged (no Throttle, Budget or Observer sees it).
+			return streamer(actx, desc, cc, method, callOpts...)
 		}
-		s.sent.L = &s.mu
-		cs, err := s.open(ctx)
+		s := &stream{
+			ctx: ctx, actx: actx, c: c, p: p, desc: desc, cc: cc, method: method,
+			streamer: streamer, opts: callOpts, start: time.Now(), attempts: 1,
+		}
+		s.cond.L = &s.mu
+		var (
+			cs        grpc.ClientStream
+			err       error
+			throttled bool
+		)
+		if t := p.Throttle; t != nil && !t.Allow() {
+			err, throttled = retry.ErrThrottled, true // not sent: not counted by the next HeaderPreviousAttempts
+		} else if cs, err = s.open(actx); err != nil && (ctx.Err() != nil || retry.IsPermanent(err)) {
+			s.mu.Lock()
+			s.countFirstLocked()
+			s.mu.Unlock()
+			return nil, original(err)
+		}
 		if err != nil {
-			if ctx.Err() != nil || retry.IsPermanent(err) {
-				return nil, original(err)
-			}
-			if cs, err = s.episode(err, nil); err != nil {
+			if cs, err = s.episode(err, throttled, nil); err != nil {
 				return nil, err
 			}
 		}
@@ -88,6 +125,7 @@ func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientIn
 // stream is a grpc.ClientStream that retries until it commits.
 type stream struct {
 	ctx      context.Context // the caller's
+	actx     context.Context // the attempts': ctx without the caller's grpc-previous-rpc-attempts
 	c        *config
 	p        retry.Policy
 	desc     *grpc.StreamDesc
@@ -100,23 +138,22 @@ type stream struct {
 	previous int // attempts sent to the server, for HeaderPreviousAttempts; idem
 
 	mu         sync.Mutex
+	cond       sync.Cond // on mu: broadcast when sending or replaying turns false
 	cur        grpc.ClientStream
+	cancel     context.CancelFunc // ends cur when it is a retry (nil for the first attempt)
 	committed  bool
-	sending    bool      // a SendMsg is in flight, sent before the stream committed
-	sent       sync.Cond // on mu: signalled when that SendMsg returns
-	recorded   bool      // the current attempt's outcome was told to the Throttle
-	budgeted   bool      // the stream was counted as a first attempt by a Budget
+	sending    bool // a SendMsg is in flight, sent before the stream committed
+	replaying  bool // replay is sending the buffer on cur
+	recorded   bool // the current attempt's outcome was told to the Throttle
+	budgeted   bool // the first attempt was counted by the Budget (or by a retry.Do of episode)
 	buf        []proto.Message
 	bufSize    int
 	sendClosed bool
 }
 
-// open starts an attempt: asks the Throttle and opens a stream.
+// open opens the stream of an attempt that the Throttle let through, with
+// ctx: s.actx, or a child of it that can end the attempt.
 func (s *stream) open(ctx context.Context) (grpc.ClientStream, error) {
-	s.attempts++
-	if t := s.p.Throttle; t != nil && !t.Allow() {
-		return nil, retry.ErrThrottled // not sent: not counted by the next HeaderPreviousAttempts
-	}
 	if s.previous > 0 {
 		ctx = metadata.AppendToOutgoingContext(ctx, HeaderPreviousAttempts, strconv.Itoa(s.previous))
 	}
@@ -131,29 +168,40 @@ func (s *stream) open(ctx context.Context) (grpc.ClientStream, error) {
 	return cs, nil
 }
 
-// record tells the Throttle the outcome of the current attempt, once. A
-// stream that succeeds without a retry counts as a first attempt for the
-// Budget here; one that fails is counted by retry.Do in episode.
+// record tells the Throttle the outcome of the current attempt, once,
+// judged as classify judges it: grpc-go's own refusal of an oversized
+// request (sendTooLarge) is no sign of overload.
 func (s *stream) record(err error) {
-	t, b := s.p.Throttle, s.p.Budget
-	if t == nil && b == nil {
+	t := s.p.Throttle
+	if t == nil {
 		return
 	}
 	s.mu.Lock()
 	done := s.recorded
 	s.recorded = true
-	first := !s.budgeted && (err == nil || err == io.EOF)
-	s.budgeted = s.budgeted || first
 	s.mu.Unlock()
-	if first && b != nil {
-		b.RecordAttempt()
+	if done {
+		return
 	}
-	if !done && t != nil {
-		if err == nil || err == io.EOF {
-			recordThrottle(t, nil)
-		} else {
-			recordThrottle(t, &attemptError{err: err, code: status.Code(err)})
-		}
+	if err == nil || err == io.EOF {
+		recordThrottle(t, nil)
+		return
+	}
+	st, _ := status.FromError(err)
+	recordThrottle(t, &attemptError{err: err, code: st.Code(), local: sendTooLarge(st)})
+}
+
+// countFirstLocked counts the stream's first attempt for the Budget, once:
+// when the stream commits, or when its first attempt fails without a
+// retry. An attempt that fails with a retry is counted by the retry.Do of
+// episode instead, as its first. Precondition: s.mu is held.
+func (s *stream) countFirstLocked() {
+	if s.budgeted {
+		return
+	}
+	s.budgeted = true
+	if b := s.p.Budget; b != nil {
+		b.RecordAttempt()
 	}
 }
 
@@ -169,11 +217,16 @@ func (s *stream) failed(cs grpc.ClientStream, err error) error {
 }
 
 // episode retries after the attempt that failed with ferr (already
-// classified) until an attempt gets past probe, which is nil when opening
-// is enough and otherwise runs on the new stream. It returns that stream.
-func (s *stream) episode(ferr error, probe func(grpc.ClientStream) error) (grpc.ClientStream, error) {
+// classified; throttled: the Throttle rejected it, unsent) until an
+// attempt gets past probe, which is nil when opening is enough and
+// otherwise runs on the new stream. It returns that stream.
+//
+// Each retry opens its stream with a context of its own, cancelled when
+// the attempt is replaced or abandoned, or when RecvMsg ends the stream
+// (see release).
+func (s *stream) episode(ferr error, throttled bool, probe func(grpc.ClientStream) error) (grpc.ClientStream, error) {
 	pe := s.p
-	pe.Throttle, pe.AttemptTimeout = nil, 0 // asked and told by open and record
+	pe.Throttle, pe.AttemptTimeout = nil, 0 // the Throttle: see below
 	if max := pe.MaxAttempts; max != retry.Unlimited {
 		if max == 0 {
 			max = retry.DefaultMaxAttempts
@@ -188,64 +241,190 @@ func (s *stream) episode(ferr error, probe func(grpc.ClientStream) error) (grpc.
 		return errors.Is(err, retry.ErrThrottled) || user == nil || user(err)
 	}
 	s.mu.Lock()
-	s.budgeted = true // retry.Do counts the failed attempt as the first
+	s.budgeted = true // retry.Do counts the failed attempt as the first (unless throttled, as it would)
 	s.mu.Unlock()
-	first := true
-	var out grpc.ClientStream
+
+	// retry.Do cannot hold the Throttle: it would ask it again about the
+	// attempt that already failed and tell it that attempt's outcome again,
+	// and a stream's outcome comes after op returns (at its first
+	// response), when record tells it. So the Throttle is asked here, when
+	// retry.Do announces an attempt to the Observer (EventAttempt, right
+	// before it calls op), and a rejection reaches the Observer as
+	// retry.Do reports one: EventThrottled instead of EventAttempt. A
+	// first attempt that the Throttle rejected goes to retry.Do through a
+	// Throttle of its own that rejects it once, so that retry.Do reports it
+	// and does not count it for the Budget, as it does a rejected attempt.
+	t := s.p.Throttle
+	var (
+		gated   int  // the attempt whose Throttle decision allowed holds, numbered as by retry.Do
+		allowed bool // t let attempt gated through
+	)
+	if t != nil {
+		var once *retry.Throttle
+		if throttled {
+			once = rejectOnce()
+			pe.Throttle = once
+		}
+		obs := s.p.Observer
+		pe.Observer = retry.ObserverFunc(func(ctx context.Context, e retry.Event) {
+			switch {
+			case once != nil && e.Kind == retry.EventThrottled && e.Attempt == 1:
+				once.SetFleet(0, 1<<40) // let every later attempt through: t decides
+			case e.Kind == retry.EventAttempt && e.Attempt > 1:
+				gated, allowed = e.Attempt, t.Allow()
+				if !allowed {
+					e = retry.Event{Kind: retry.EventThrottled, Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, Err: retry.ErrThrottled}
+				}
+			}
+			if obs != nil {
+				obs.Observe(ctx, e)
+			}
+		})
+	}
+
+	var (
+		out     grpc.ClientStream
+		calls   int    // calls of op
+		last    = ferr // the error of the last attempt sent
+		opened  int    // attempts of this episode opened, and not abandoned
+		aborted bool   // the stream committed during the episode
+	)
 	err := retry.Do(s.ctx, pe, func(context.Context) error {
-		if first {
-			first = false
+		calls++
+		n := calls // the attempt, numbered as by retry.Do
+		if throttled {
+			n++ // retry.Do made attempt 1 without op
+		} else if n == 1 {
 			return ferr
 		}
 		s.mu.Lock()
-		if s.committed {
-			s.mu.Unlock()
-			return retry.Permanent(ferr)
-		}
+		committed := s.committed
 		s.mu.Unlock()
-		cs, err := s.open(s.ctx)
-		if err != nil {
-			return err
+		if committed {
+			aborted = true
+			return retry.Permanent(last)
 		}
-		s.replay(cs)
-		if probe != nil {
-			if err := probe(cs); err != nil {
-				ferr := s.failed(cs, err)
-				if !retry.IsPermanent(ferr) && s.settle() {
-					return retry.Permanent(ferr)
-				}
-				return ferr
+		s.attempts++
+		if t != nil {
+			if gated != n {
+				allowed = t.Allow() // not announced (no EventAttempt): decide here
+			}
+			gated = 0
+			if !allowed {
+				return retry.ErrThrottled // not sent: not counted by the next HeaderPreviousAttempts
 			}
 		}
-		out = cs
-		return nil
+		opened++
+		actx, cancel := context.WithCancel(s.actx)
+		cs, err := s.open(actx)
+		if err != nil {
+			cancel()
+			last = err
+			return err
+		}
+		if probe == nil {
+			s.cancel = cancel // NewStream has not returned s: no one else sees it
+			out = cs
+			return nil
+		}
+		s.mu.Lock()
+		if s.committed {
+			// A SendMsg committed the stream while cs was opening: the
+			// buffer it would replay is gone. Abandon cs, which sent no
+			// request (the Throttle is not told of it).
+			s.recorded = true
+			s.mu.Unlock()
+			cancel()
+			aborted, opened = true, opened-1
+			return retry.Permanent(last)
+		}
+		replaced := s.cancel
+		s.cur, s.cancel = cs, cancel
+		msgs, closeSend := s.buf, s.sendClosed
+		s.replaying = len(msgs) > 0
+		s.mu.Unlock()
+		if replaced != nil {
+			replaced() // the attempt that cs replaces failed
+		}
+		if len(msgs) > 0 {
+			go s.replay(cs, msgs, closeSend)
+		} else if closeSend {
+			cs.CloseSend()
+		}
+		err = probe(cs)
+		if err == nil {
+			return nil
+		}
+		ferr := s.failed(cs, err)
+		if !retry.IsPermanent(ferr) {
+			// A retry may follow: end this attempt, and with it its
+			// replay, before the next one starts.
+			cancel()
+			if s.settle() {
+				return retry.Permanent(ferr)
+			}
+		}
+		last = ferr
+		return ferr
 	})
 	if err != nil {
+		if aborted && opened == 0 {
+			// The stream committed before any retry was sent: RecvMsg
+			// returns the failure it saw, as without the interceptor.
+			return nil, original(ferr)
+		}
 		return nil, result(err)
 	}
 	return out, nil
 }
 
-// replay makes cs the current stream and sends it what the client sent.
-// Holding the lock keeps SendMsg and CloseSend from interleaving.
-func (s *stream) replay(cs grpc.ClientStream) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.cur = cs
-	for _, m := range s.buf {
-		if cs.SendMsg(m) != nil {
-			return // the stream failed: RecvMsg reports why
+// rejectOnce returns a Throttle that rejects every attempt until its
+// fleet counts are changed (episode then lets every attempt through).
+func rejectOnce() *retry.Throttle {
+	th, err := retry.NewThrottle(retry.ThrottleConfig{})
+	if err != nil {
+		panic(err) // unreachable: the zero config is valid
+	}
+	th.SetFleet(1<<60, 0) // rejection probability 1
+	return th
+}
+
+// replay sends msgs, the messages that the client sent before cs replaced
+// the attempt that failed, on cs, and then closes cs's send side if
+// closeSend. It runs on a goroutine of its own, holding no lock, so that
+// RecvMsg reads the responses meanwhile: a server that answers each
+// request as it reads it would otherwise stop reading once the responses
+// filled the flow-control window, and the replay would wait for it
+// forever. SendMsg, CloseSend and settle wait for it to end, which keeps
+// the client's messages in order. It ends when every message is sent or
+// the attempt ends (its context is cancelled when the attempt fails,
+// when it is replaced, and when RecvMsg ends the stream).
+func (s *stream) replay(cs grpc.ClientStream, msgs []proto.Message, closeSend bool) {
+	var err error
+	for _, m := range msgs {
+		if err = cs.SendMsg(m); err != nil {
+			break // the stream failed: RecvMsg reports why
 		}
 	}
-	if s.sendClosed {
+	if err == nil && closeSend {
 		cs.CloseSend()
 	}
+	s.mu.Lock()
+	if err != nil && err != io.EOF {
+		// grpc-go refused a message on the client and ended the attempt,
+		// as in SendMsg: every attempt would repeat the failure.
+		s.commitLocked()
+	}
+	s.replaying = false
+	s.cond.Broadcast()
+	s.mu.Unlock()
 }
 
 // commitLocked ends retrying. Precondition: s.mu is held.
 func (s *stream) commitLocked() {
 	s.committed = true
 	s.buf, s.bufSize = nil, 0
+	s.countFirstLocked()
 }
 
 func (s *stream) current() (grpc.ClientStream, bool) {
@@ -254,29 +433,34 @@ func (s *stream) current() (grpc.ClientStream, bool) {
 	return s.cur, s.committed
 }
 
-// settle waits for a SendMsg in flight to return, and reports whether the
-// stream committed. It is called only when RecvMsg failed on the current
-// attempt with an error that would start a retry: a SendMsg that failed on
-// the client ended that attempt, which RecvMsg may see before SendMsg
-// returns and commits. grpc-go ends an attempt on every receive error, so
-// a SendMsg in flight on it returns without waiting for the network. (A
-// stream interceptor below this one that fails RecvMsg with a retried code
-// while leaving its stream open and a SendMsg blocked on flow control
-// would make RecvMsg wait until the context ends.)
+// settle waits for a SendMsg in flight and for a replay to return, and
+// reports whether the stream committed. It is called only when RecvMsg
+// failed on the current attempt with an error that would start a retry: a
+// SendMsg that failed on the client ended that attempt, which RecvMsg may
+// see before SendMsg returns and commits. grpc-go ends an attempt on every
+// receive error, so a SendMsg in flight on it returns without waiting for
+// the network (a replay's attempt is cancelled before). (A stream
+// interceptor below this one that fails RecvMsg with a retried code while
+// leaving its stream open and a SendMsg blocked on flow control would make
+// RecvMsg wait until the context ends.)
 func (s *stream) settle() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.sending {
-		s.sent.Wait()
+	for s.sending || s.replaying {
+		s.cond.Wait()
 	}
 	return s.committed
 }
 
 // SendMsg sends m on the current attempt, keeping a copy for replay until
 // the stream commits. An error other than io.EOF, with which grpc-go ends
-// the stream on the client, commits it and is returned.
+// the stream on the client, commits it and is returned. While a retry
+// replays the messages sent before, SendMsg waits for it.
 func (s *stream) SendMsg(m any) error {
 	s.mu.Lock()
+	for s.replaying {
+		s.cond.Wait()
+	}
 	if s.committed {
 		cs := s.cur
 		s.mu.Unlock()
@@ -310,7 +494,7 @@ func (s *stream) SendMsg(m any) error {
 		// never could.
 		s.commitLocked()
 	}
-	s.sent.Broadcast()
+	s.cond.Broadcast()
 	s.mu.Unlock()
 	if local {
 		s.record(err)
@@ -324,9 +508,12 @@ func (s *stream) SendMsg(m any) error {
 }
 
 // CloseSend closes the send side of the current attempt, and of every
-// attempt that replaces it.
+// attempt that replaces it, after a replay in progress.
 func (s *stream) CloseSend() error {
 	s.mu.Lock()
+	for s.replaying {
+		s.cond.Wait()
+	}
 	s.sendClosed = true
 	cs := s.cur
 	s.mu.Unlock()
@@ -336,6 +523,14 @@ func (s *stream) CloseSend() error {
 // RecvMsg receives the next message. Before the stream commits, an error
 // that the interceptor retries starts a new attempt.
 func (s *stream) RecvMsg(m any) error {
+	err := s.recv(m)
+	if err != nil {
+		s.release()
+	}
+	return err
+}
+
+func (s *stream) recv(m any) error {
 	cs, committed := s.current()
 	err := cs.RecvMsg(m)
 	if committed {
@@ -365,7 +560,7 @@ func (s *stream) RecvMsg(m any) error {
 	// Retryable, or refused by the server: the loop retries the one and
 	// returns the other as a *retry.Error, for enclosing retry layers.
 	var recvErr error
-	_, rerr := s.episode(ferr, func(cs grpc.ClientStream) error {
+	_, rerr := s.episode(ferr, false, func(cs grpc.ClientStream) error {
 		err := cs.RecvMsg(m)
 		if err == nil || err == io.EOF {
 			s.commit()
@@ -383,6 +578,19 @@ func (s *stream) RecvMsg(m any) error {
 		return rerr
 	}
 	return recvErr
+}
+
+// release cancels the context of the current attempt, when it is a retry,
+// once RecvMsg has ended the stream: grpc-go's own contexts end with the
+// stream, and this one is a child of the caller's.
+func (s *stream) release() {
+	s.mu.Lock()
+	cancel := s.cancel
+	s.cancel = nil
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
 }
 
 // Header returns the response headers of the current attempt; their

@@ -315,14 +315,7 @@ func TestStreamBudgetCountsSuccesses(t *testing.T) {
 		}}
 		cc := serve(t, s, retrygrpc.DialOptions(p)...)
 		for range tc.successes {
-			cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sendAll(t, cs, "a")
-			if _, err := recvAll(cs); err != nil {
-				t.Fatal(err)
-			}
+			streamEcho(t, t.Context(), cc)
 		}
 		mu.Lock()
 		fail = true
@@ -645,5 +638,435 @@ func TestStreamHeaderDoesNotRetry(t *testing.T) {
 	}
 	if md, err := cs.Header(); err != nil || !slices.Equal(md.Get("attempt"), []string{"2"}) {
 		t.Fatalf("Header() after the retry = %v, %v; want attempt 2's", md, err)
+	}
+}
+
+// gateOpen is a stream interceptor placed under the retrying one: the
+// open of attempt number at tells opening and waits for release before it
+// calls the streamer (a slow connection, a slow resolver).
+func gateOpen(at int32, opening, release chan struct{}) grpc.DialOption {
+	var n atomic.Int32
+	return grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		if n.Add(1) == at {
+			close(opening)
+			<-release
+		}
+		return streamer(ctx, desc, cc, method, opts...)
+	})
+}
+
+// The stream commits (a message that does not fit in the replay buffer)
+// while a retry is opening its new attempt. Promise (StreamClientInterceptor):
+// past the buffer the stream commits and is no longer retried, and a retry
+// sends the messages again in order. So the retry must not go on with the
+// buffer the commit emptied: the new attempt is abandoned, and RecvMsg
+// fails with the error of the attempt that failed.
+func TestStreamCommitWhileRetryOpensEndsTheRetry(t *testing.T) {
+	rec := new(recorder)
+	s := &echoServer{bidi: func(n int, st grpc.ServerStream) error {
+		if n == 1 {
+			st.RecvMsg(new(wrapperspb.StringValue)) // read "a", answer nothing
+			return status.Error(codes.Unavailable, "restarting")
+		}
+		for {
+			in := new(wrapperspb.StringValue)
+			if err := st.RecvMsg(in); err != nil {
+				return nil // io.EOF: a normal end, OK
+			}
+			rec.add(n, in.GetValue())
+		}
+	}}
+	opening, release := make(chan struct{}), make(chan struct{})
+	cc := serve(t, s, append(retrygrpc.DialOptions(fast, retrygrpc.WithMaxBuffer(50)), gateOpen(2, opening, release))...)
+	cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.SendMsg(wrapperspb.String("a")); err != nil {
+		t.Fatal(err)
+	}
+	recvErr := make(chan error, 1)
+	go func() { recvErr <- cs.RecvMsg(new(wrapperspb.StringValue)) }()
+	select {
+	case <-opening: // attempt 1 failed; the retry is opening attempt 2
+	case <-time.After(10 * time.Second):
+		t.Fatal("no retry started")
+	}
+	// Past the 50-byte buffer: the stream commits.
+	serr := cs.SendMsg(wrapperspb.String(strings.Repeat("b", 100)))
+	cerr := cs.CloseSend()
+	close(release)
+	var rerr error
+	select {
+	case rerr = <-recvErr:
+	case <-time.After(10 * time.Second):
+		t.Fatal("RecvMsg did not return")
+	}
+	if _, ok := rerr.(interface{ GRPCStatus() *status.Status }); !ok || status.Code(rerr) != codes.Unavailable || status.Convert(rerr).Message() != "restarting" {
+		t.Fatalf("RecvMsg = %T %v (SendMsg = %v, CloseSend = %v, attempt 2 received %q); want attempt 1's UNAVAILABLE unchanged",
+			rerr, rerr, serr, cerr, rec.get(2))
+	}
+	if got := rec.get(2); len(got) != 0 {
+		t.Fatalf("the abandoned attempt 2 received %q", got)
+	}
+}
+
+// A lookup service (each request answered as it is read, with a larger
+// record) whose first attempt failed before answering, after the client
+// had sent 200 kB (under the 256 KiB replay buffer), over 64 KiB windows.
+// Promise: a retry sends the messages again in order and the application
+// sees the stream as if it had not failed. The replay therefore runs while
+// RecvMsg reads the responses: a replay that nothing reads alongside
+// blocks on flow control, and so does the server, until the context ends.
+func TestStreamReplayWhileReceiving(t *testing.T) {
+	const msgs, size = 20, 10000
+	for _, failFirst := range []bool{false, true} {
+		s := &echoServer{bidi: func(n int, st grpc.ServerStream) error {
+			if n == 1 && failFirst {
+				for range msgs {
+					if err := st.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+						return err
+					}
+				}
+				return status.Error(codes.Unavailable, "restarting")
+			}
+			for { // answer each request as it is read, with a 50 kB record
+				in := new(wrapperspb.StringValue)
+				if err := st.RecvMsg(in); err != nil {
+					return nil
+				}
+				if err := st.SendMsg(wrapperspb.String(in.GetValue()[:1] + strings.Repeat("r", 5*size))); err != nil {
+					return err
+				}
+			}
+		}}
+		cc := serveWindows(t, s, retrygrpc.DialOptions(fast)...)
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		cs, err := cc.NewStream(ctx, bidiDesc, methodBidi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := make(chan error, 1)
+		go func() {
+			for i := range msgs {
+				if err := cs.SendMsg(wrapperspb.String(string(rune('a'+i)) + strings.Repeat("x", size))); err != nil {
+					sent <- err
+					return
+				}
+			}
+			sent <- cs.CloseSend()
+		}()
+		start := time.Now()
+		got, err := recvAll(cs)
+		serr := <-sent
+		cancel()
+		if err != nil || len(got) != msgs {
+			t.Fatalf("first attempt fails: %v; after %v: received %d of %d answers, RecvMsg = %v, sender = %v; want all %d answers (attempts: %d)",
+				failFirst, time.Since(start).Round(time.Millisecond), len(got), msgs, err, serr, msgs, s.Calls(methodBidi))
+		}
+		for i, g := range got {
+			if g[0] != byte('a'+i) {
+				t.Fatalf("first attempt fails: %v: answer %d is for request %q, want %q: out of order", failFirst, i, g[:1], string(rune('a'+i)))
+			}
+		}
+	}
+}
+
+// While a retry replays the buffer into an attempt that is not reading
+// (flow control holds the replay), the stream's other methods do not
+// wait for it: Context returns at once. Promise: a retry happens inside
+// RecvMsg, and no lock is held across network sends.
+func TestStreamReplayHoldsNoLock(t *testing.T) {
+	const msgs, size = 20, 10000
+	started, release := make(chan struct{}), make(chan struct{})
+	s := &echoServer{bidi: func(n int, st grpc.ServerStream) error {
+		if n == 1 {
+			for range msgs {
+				if err := st.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+					return err
+				}
+			}
+			return status.Error(codes.Unavailable, "restarting")
+		}
+		if err := st.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+			return err
+		}
+		close(started)
+		<-release // read nothing more for now: the replay blocks on flow control
+		if err := st.SendMsg(wrapperspb.String("ok")); err != nil {
+			return err
+		}
+		return listenOnly(n, st)
+	}}
+	cc := serveWindows(t, s, retrygrpc.DialOptions(fast)...)
+	cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range msgs {
+		if err := cs.SendMsg(wrapperspb.String(strings.Repeat("x", size))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cs.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	recvd := make(chan error, 1)
+	go func() {
+		got, err := recvAll(cs)
+		if err == nil && !slices.Equal(got, []string{"ok"}) {
+			err = errors.New("got " + strings.Join(got, ","))
+		}
+		recvd <- err
+	}()
+	select {
+	case <-started: // attempt 2 runs; the replay is under way
+	case <-time.After(10 * time.Second):
+		t.Fatal("no retry started")
+	}
+	ctxDone := make(chan struct{})
+	go func() { cs.Context(); close(ctxDone) }()
+	select {
+	case <-ctxDone:
+	case <-time.After(2 * time.Second):
+		close(release)
+		<-ctxDone
+		t.Fatal("Context() blocked while a replay was held up by flow control")
+	}
+	close(release)
+	if err := <-recvd; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A replay that fails part-way (attempt 2 reads two of the twenty
+// messages and fails, with more than a window still to send): that
+// attempt fails as any other, the retry follows the usual rules, and
+// attempt 3 receives every message once, in order.
+func TestStreamReplayFailsMidway(t *testing.T) {
+	const msgs, size = 20, 10000
+	rec := new(recorder)
+	s := &echoServer{bidi: func(n int, st grpc.ServerStream) error {
+		reads := map[int]int{1: msgs, 2: 2}[n]
+		for i := 0; n > 2 || i < reads; i++ {
+			in := new(wrapperspb.StringValue)
+			if err := st.RecvMsg(in); err == io.EOF {
+				return nil
+			} else if err != nil {
+				return err
+			}
+			rec.add(n, in.GetValue()[:2])
+			if n > 2 {
+				if err := st.SendMsg(wrapperspb.String(in.GetValue()[:2])); err != nil {
+					return err
+				}
+			}
+		}
+		return status.Error(codes.Unavailable, "restarting")
+	}}
+	cc := serveWindows(t, s, retrygrpc.DialOptions(fast)...)
+	cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range msgs {
+		want = append(want, strconv.Itoa(10+i))
+	}
+	sent := make(chan error, 1)
+	go func() {
+		for _, m := range want {
+			if err := cs.SendMsg(wrapperspb.String(m + strings.Repeat("x", size))); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- cs.CloseSend()
+	}()
+	got, err := recvAll(cs)
+	if serr := <-sent; serr != nil || err != nil {
+		t.Fatalf("sender: %v, RecvMsg: %v", serr, err)
+	}
+	if !slices.Equal(got, want) || !slices.Equal(rec.get(3), want) || s.Calls(methodBidi) != 3 {
+		t.Fatalf("after %d attempts: client got %q, attempt 3 received %q; want %q for both after 3",
+			s.Calls(methodBidi), got, rec.get(3), want)
+	}
+}
+
+// A Throttle rejects an attempt of a stream: the Observer hears of it as
+// retry.Do reports it (EventThrottled, and no EventAttempt for an attempt
+// that was not sent), and the Budget counts it as retry.Do does, exactly
+// as for a unary call. Promise: "the Throttle is asked before each attempt
+// … the Observer apply" as in retry.Do's loop. Both the first attempt and
+// a retry are rejected in turn.
+func TestStreamThrottledAttemptReportedAsUnary(t *testing.T) {
+	type outcome struct {
+		events         []string
+		first, retries int64
+	}
+	run := func(stream, rejectFirst bool) outcome {
+		th, err := retry.NewThrottle(retry.ThrottleConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := retry.NewBudget(retry.BudgetConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var (
+			mu     sync.Mutex
+			events []string
+		)
+		p := fast
+		p.Throttle, p.Budget = th, b
+		p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			name := e.Kind.String()
+			if e.Err != nil && errors.Is(e.Err, retry.ErrThrottled) && e.Kind != retry.EventDone {
+				name += "(throttled)"
+				th.SetFleet(0, 1<<40) // let the next attempt through
+			}
+			events = append(events, name)
+		})
+		fail := func(n int) bool {
+			if n == 1 && !rejectFirst {
+				th.SetFleet(1<<60, 0) // reject the next attempt
+				return true
+			}
+			return false
+		}
+		s := &echoServer{
+			unary: func(_ context.Context, n int, in string) (string, error) {
+				if fail(n) {
+					return "", status.Error(codes.Unavailable, "down")
+				}
+				return in, nil
+			},
+			bidi: func(n int, st grpc.ServerStream) error {
+				if fail(n) {
+					return status.Error(codes.Unavailable, "down")
+				}
+				return echoAll(st)
+			},
+		}
+		cc := serve(t, s, retrygrpc.DialOptions(p)...)
+		if rejectFirst {
+			th.SetFleet(1<<60, 0)
+		}
+		callEcho(t, t.Context(), cc, stream)
+		mu.Lock()
+		defer mu.Unlock()
+		first, retries := b.LocalCounts()
+		return outcome{slices.Clone(events), first, retries}
+	}
+	for _, rejectFirst := range []bool{false, true} {
+		unary, stream := run(false, rejectFirst), run(true, rejectFirst)
+		if !slices.Equal(unary.events, stream.events) || unary.first != stream.first || unary.retries != stream.retries {
+			t.Fatalf("first attempt rejected: %v: Observer events and Budget counts (first attempts, retries):\n unary  %v %d %d\n stream %v %d %d\nwant the stream's to be retry.Do's, as the unary call's",
+				rejectFirst, unary.events, unary.first, unary.retries, stream.events, stream.first, stream.retries)
+		}
+	}
+}
+
+// retry.Do counts every first attempt for the Budget, whatever its
+// outcome, and so must streams (promise: Budget … apply as in retry.Do).
+// Budget: 0.5 retries per first attempt, no floor. Call 1 fails with a
+// code that is not retried (NOT_FOUND); call 2 fails once with
+// UNAVAILABLE: two first attempts earn its one retry.
+func TestStreamBudgetCountsFailedFirstAttempts(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		b, err := retry.NewBudget(retry.BudgetConfig{Ratio: 0.5, MinPerSecond: -1, Window: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := fast
+		p.Budget = b
+		script := func(n int) error {
+			switch n {
+			case 1:
+				return status.Error(codes.NotFound, "no such thing")
+			case 2:
+				return status.Error(codes.Unavailable, "down")
+			}
+			return nil
+		}
+		s := &echoServer{
+			unary: func(_ context.Context, n int, in string) (string, error) { return in, script(n) },
+			bidi: func(n int, st grpc.ServerStream) error {
+				if err := script(n); err != nil {
+					return err
+				}
+				return echoAll(st)
+			},
+		}
+		cc := serve(t, s, retrygrpc.DialOptions(p)...)
+		call := func() error {
+			if !stream {
+				_, err := callUnary(t.Context(), cc, methodUnary)
+				return err
+			}
+			cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
+			if err != nil {
+				return err
+			}
+			sendAll(t, cs, "a")
+			_, err = recvAll(cs)
+			return err
+		}
+		if err := call(); status.Code(err) != codes.NotFound {
+			t.Fatalf("stream %v: call 1: %v, want NOT_FOUND", stream, err)
+		}
+		if err := call(); err != nil {
+			t.Fatalf("stream %v: call 2: %v; want its retry granted (2 first attempts × 0.5), as retry.Do grants it", stream, err)
+		}
+		if first, retries := b.LocalCounts(); first != 2 || retries != 1 {
+			t.Fatalf("stream %v: Budget counted %d first attempts and %d retries, want 2 and 1", stream, first, retries)
+		}
+	}
+}
+
+// grpc-go's own RESOURCE_EXHAUSTED for a request over
+// grpc.MaxCallSendMsgSize is raised on the client: no sign of an
+// overloaded backend, on streams (SendMsg) as on unary calls. Promise: the
+// Throttle is told each attempt's outcome "judged as retry.Do judges it",
+// as UnaryClientInterceptor does.
+func TestStreamLocalSendFailureNotOverload(t *testing.T) {
+	newThrottle := func() *retry.Throttle {
+		th, err := retry.NewThrottle(retry.ThrottleConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return th
+	}
+	const calls = 10
+	big := wrapperspb.String(strings.Repeat("x", 100))
+
+	thu := newThrottle()
+	pu := fast
+	pu.Throttle = thu
+	ccu := serve(t, &echoServer{}, retrygrpc.DialOptions(pu)...)
+	for range calls {
+		if err := ccu.Invoke(t.Context(), methodUnary, big, new(wrapperspb.StringValue), grpc.MaxCallSendMsgSize(50)); status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("unary: %v", err)
+		}
+	}
+
+	ths := newThrottle()
+	ps := fast
+	ps.Throttle = ths
+	ccs := serve(t, &echoServer{bidi: listenOnly}, retrygrpc.DialOptions(ps)...)
+	for i := range calls {
+		cs, err := ccs.NewStream(t.Context(), bidiDesc, methodBidi, grpc.MaxCallSendMsgSize(50))
+		if err != nil {
+			t.Fatalf("stream %d: NewStream = %v (rejection probability %.2f)", i+1, err, ths.Probability())
+		}
+		if err := cs.SendMsg(big); status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("stream: SendMsg = %v", err)
+		}
+		cs.RecvMsg(new(wrapperspb.StringValue))
+	}
+	if pu, ps := thu.Probability(), ths.Probability(); pu != 0 || ps != 0 {
+		t.Fatalf("requests that grpc-go refused on the client: Throttle rejection probability %.2f after %d unary calls, %.2f after the streams; want 0 (no overload)", pu, calls, ps)
 	}
 }

@@ -46,7 +46,15 @@ import (
 // not retry" pushback, a wait beyond WithMaxServerDelay, or response
 // headers on a code that is otherwise retried (ReasonPermanent), which the
 // layers above cannot see. An invalid p gives its validation error without
-// calling the method.
+// calling the method. A call whose context has already ended is made once,
+// as without the interceptor (grpc-go fails it at once with CANCELLED or
+// DEADLINE_EXCEEDED), and its error returned unchanged; the loop, and with
+// it the Throttle, the Budget and the Observer, does not see it.
+//
+// Retries carry grpc-previous-rpc-attempts (HeaderPreviousAttempts); a
+// value in the caller's outgoing metadata (a proxy that forwards its
+// incoming metadata passes on the count of the hop before) is dropped
+// from every attempt. Looking for it costs no allocation.
 //
 // The first attempt is the caller's call with two extra call options
 // (grpc.Header and grpc.Trailer, to read the headers and the trailer): the
@@ -67,6 +75,15 @@ func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInte
 		if invalid != nil {
 			return invalid
 		}
+		ctx = withoutPrevious(ctx)
+		if ctx.Err() != nil {
+			// Ended before the first attempt: make it as grpc-go would
+			// without the interceptor (it fails at once with CANCELLED or
+			// DEADLINE_EXCEEDED) and return its error unchanged, rather
+			// than retry.Do's *retry.Error of zero attempts, which holds
+			// no status.
+			return invoker(ctx, method, req, reply, cc, callOpts...)
+		}
 		u := unaryPool.Get().(*unaryCall)
 		if len(callOpts) == 0 {
 			u.opts = u.only[:]
@@ -76,7 +93,7 @@ func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInte
 		}
 		var first error // the outcome of a first attempt made before retry.Do
 		n := 0
-		if plain && ctx.Err() == nil {
+		if plain {
 			n = 1
 			if first = invoker(ctx, method, req, reply, cc, u.opts...); first == nil {
 				u.reset()
@@ -158,4 +175,18 @@ func DialOptions(p retry.Policy, opts ...Option) []grpc.DialOption {
 		grpc.WithChainStreamInterceptor(StreamClientInterceptor(p, opts...)),
 		grpc.WithDisableRetry(),
 	}
+}
+
+// withoutPrevious returns ctx without the grpc-previous-rpc-attempts that
+// its outgoing metadata may carry (a proxy that forwards its incoming
+// metadata passes on the count of the hop before): the interceptors set
+// that key themselves, on retries only. The common case, no such key,
+// costs a lookup and no allocation.
+func withoutPrevious(ctx context.Context) context.Context {
+	if metadata.ValueFromOutgoingContext(ctx, HeaderPreviousAttempts) == nil {
+		return ctx
+	}
+	md, _ := metadata.FromOutgoingContext(ctx) // a copy
+	md.Delete(HeaderPreviousAttempts)
+	return metadata.NewOutgoingContext(ctx, md)
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // fast is a policy whose waits do not matter to the test.
@@ -646,5 +647,102 @@ func TestUnaryRequestTooLargeNotRetried(t *testing.T) {
 	}
 	if status.Code(err) != codes.ResourceExhausted || !retry.IsExhausted(err) {
 		t.Fatalf("err = %v; want RESOURCE_EXHAUSTED marked as given up on", err)
+	}
+}
+
+// A caller that forwards its incoming metadata as outgoing metadata (a
+// proxy, a gateway) passes on the grpc-previous-rpc-attempts of the hop
+// before. Promise (package doc): "Every retry carries the metadata
+// grpc-previous-rpc-attempts with the number of earlier attempts sent
+// ("1" on the first retry …); first attempts do not." So the caller's
+// value is dropped, on unary calls and streams: [] then ["1"].
+func TestPreviousAttemptsOfCallerDropped(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		seen [][]string
+	)
+	note := func(ctx context.Context) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, md.Get(retrygrpc.HeaderPreviousAttempts))
+	}
+	s := &echoServer{
+		unary: func(ctx context.Context, n int, in string) (string, error) {
+			note(ctx)
+			if n == 1 {
+				return "", status.Error(codes.Unavailable, "down")
+			}
+			return in, nil
+		},
+		bidi: func(n int, st grpc.ServerStream) error {
+			note(st.Context())
+			if n == 1 {
+				return status.Error(codes.Unavailable, "down")
+			}
+			return echoAll(st)
+		},
+	}
+	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+	// The key both in the metadata map and appended to it.
+	ctx := metadata.NewOutgoingContext(t.Context(), metadata.Pairs(retrygrpc.HeaderPreviousAttempts, "7", "x-other", "kept"))
+	ctx = metadata.AppendToOutgoingContext(ctx, retrygrpc.HeaderPreviousAttempts, "3")
+	for _, stream := range []bool{false, true} {
+		mu.Lock()
+		seen = nil
+		mu.Unlock()
+		callEcho(t, ctx, cc, stream)
+		mu.Lock()
+		got := slices.Clone(seen)
+		mu.Unlock()
+		if len(got) != 2 || len(got[0]) != 0 || !slices.Equal(got[1], []string{"1"}) {
+			t.Fatalf("stream %v: grpc-previous-rpc-attempts per attempt = %q, want [[] [1]]", stream, got)
+		}
+	}
+}
+
+// A call made with a context that has already ended gets grpc-go's status
+// error (CANCELLED or DEADLINE_EXCEEDED), unchanged, as without the
+// interceptor, on unary calls and streams, even when the Throttle would
+// reject the attempt. Promise (UnaryClientInterceptor): "the attempt's
+// status error, unchanged, when the first attempt's error itself ends the
+// call (… the caller's context …)".
+func TestEndedContextKeepsStatus(t *testing.T) {
+	th, err := retry.NewThrottle(retry.ThrottleConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th.SetFleet(1<<60, 0) // rejects every attempt
+	p := fast
+	p.Throttle = th
+	s := &echoServer{}
+	bare := serve(t, s)
+	with := serve(t, s, retrygrpc.DialOptions(p)...)
+	streamErr := func(ctx context.Context, cc *grpc.ClientConn) error {
+		cs, err := cc.NewStream(ctx, bidiDesc, methodBidi)
+		if err != nil {
+			return err
+		}
+		return cs.RecvMsg(new(wrapperspb.StringValue))
+	}
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	expired, cancel2 := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
+	defer cancel2()
+	for _, ctx := range []context.Context{cancelled, expired} {
+		_, want := callUnary(ctx, bare, methodUnary)
+		_, got := callUnary(ctx, with, methodUnary)
+		if _, ok := got.(interface{ GRPCStatus() *status.Status }); !ok || status.Code(got) != status.Code(want) {
+			t.Fatalf("unary, ctx %v: err = %T %v (status.Code %v); without the interceptor %v (status.Code %v)",
+				ctx.Err(), got, got, status.Code(got), want, status.Code(want))
+		}
+		want, got = streamErr(ctx, bare), streamErr(ctx, with)
+		if _, ok := got.(interface{ GRPCStatus() *status.Status }); !ok || status.Code(got) != status.Code(want) {
+			t.Fatalf("stream, ctx %v: err = %T %v (status.Code %v); without the interceptor %v (status.Code %v)",
+				ctx.Err(), got, got, status.Code(got), want, status.Code(want))
+		}
+	}
+	if s.Calls(methodUnary)+s.Calls(methodBidi) != 0 {
+		t.Fatalf("the server saw %d calls, want none", s.Calls(methodUnary)+s.Calls(methodBidi))
 	}
 }
