@@ -20,7 +20,7 @@ const (
 	// earlier attempts of the same call that were sent ("1" on the first
 	// retry; an attempt that the Throttle rejected is not counted); a
 	// first attempt does not carry it, and a value in the caller's
-	// outgoing metadata is dropped.
+	// outgoing metadata is dropped (on every method, retried or not).
 	HeaderPreviousAttempts = "grpc-previous-rpc-attempts"
 	// TrailerPushback is the trailer in which a server says how long to
 	// wait before retrying, in milliseconds; a negative or malformed value

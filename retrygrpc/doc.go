@@ -40,7 +40,8 @@
 // number of earlier attempts sent ("1" on the first retry; attempts that
 // the Throttle rejected were not sent and do not count); first attempts
 // do not, and a value that the caller's outgoing metadata carries (a
-// proxy forwarding its incoming metadata) is dropped. The interceptors
+// proxy forwarding its incoming metadata) is dropped, on every method,
+// those that [WithMethods] leaves out included. The interceptors
 // read the trailer grpc-retry-pushback-ms: a non-negative integer is the
 // least wait in milliseconds before the retry, a negative or malformed
 // value means "do not retry". They read

@@ -47,19 +47,29 @@ import (
 // the replay is done (the messages stay in order), and the goroutine
 // ends with the replay or with the attempt. A replay that fails part-way
 // fails its attempt, which is then retried or not by the usual rules.
-// Each retry opens its stream with a child of the caller's context,
-// cancelled when the attempt is replaced and when RecvMsg returns an
-// error. p.AttemptTimeout does not apply to streams (their length is the
+//
+// Each retry opens its stream with a child of the caller's context (the
+// first attempt uses the caller's context itself). That child is
+// cancelled when the retry fails with an error that may be retried, when
+// a later attempt replaces it or it is abandoned unused, and when the
+// stream ends in one of these ways (grpc-go's ClientStream contract):
+// RecvMsg returns an error (io.EOF included), RecvMsg returns the one
+// response of a stream without server streaming (CloseAndRecv), SendMsg
+// returns an error other than io.EOF, or the caller's context ends. After
+// ClientConn.Close, which the contract also names, it lasts until the
+// next RecvMsg (which fails) or the end of the caller's context.
+// p.AttemptTimeout does not apply to streams (their length is the
 // application's): bound them with the context.
 //
 // grpc-previous-rpc-attempts counts the attempts sent, as on unary calls:
 // an attempt that the Throttle rejected was never sent and is not counted,
-// and a value in the caller's outgoing metadata is dropped. A "do not
-// retry" pushback, or a server wait beyond WithMaxServerDelay, on the
-// first failure gives a *retry.Error, as on unary calls, so that enclosing
-// retry loops do not retry it either. A stream whose context has already
-// ended is opened once, as without the interceptor, and grpc-go's error
-// returned unchanged.
+// and a value in the caller's outgoing metadata is dropped, on the methods
+// that WithMethods leaves out too. A "do not retry" pushback, or a server
+// wait beyond WithMaxServerDelay, on the first failure (of opening the
+// stream or of RecvMsg) gives a *retry.Error, as on unary calls, so that
+// enclosing retry loops do not retry it either. A stream whose context has
+// already ended is opened once, as without the interceptor, and grpc-go's
+// error returned unchanged.
 //
 // The loop is retry.Do's, started at the first failure with that failure
 // as its first attempt: MaxAttempts and MaxElapsed count from the start of
@@ -77,17 +87,25 @@ import (
 // retried, and the stream then fails again before committing (in
 // RecvMsg), a second retry.Do continues with the attempts and time left:
 // the Observer sees its attempts numbered from 1 again and the Budget
-// counts one more first attempt.
+// counts one more first attempt. A stream that commits during the wait
+// before a retry ends the loop without sending that retry, but retry.Do
+// has already taken it from the Budget (a retry granted and not sent
+// still counts) and, once the wait ends, announces it to the Observer as
+// EventAttempt (asking the Throttle, when set, first) and, when an earlier
+// retry was sent, counts it in the *retry.Error's Attempts.
 func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientInterceptor {
 	c := newConfig(opts)
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
+		// The key is the retry layer's on every method it is installed for:
+		// a method that is not retried gets a first attempt, which carries
+		// none. No allocation when the caller's metadata lacks it.
+		actx := withoutPrevious(ctx)
 		if !c.retriesMethod(method) {
-			return streamer(ctx, desc, cc, method, callOpts...)
+			return streamer(actx, desc, cc, method, callOpts...)
 		}
 		if err := p.Validate(); err != nil {
 			return nil, err
 		}
-		actx := withoutPrevious(ctx)
 		if ctx.Err() != nil {
 			// Ended before the first attempt: as without the interceptor,
 			// and as UnaryClientInterceptor does, grpc-go's error
@@ -100,29 +118,44 @@ func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientIn
 		}
 		s.cond.L = &s.mu
 		var (
-			cs        grpc.ClientStream
 			err       error
 			throttled bool
 		)
 		if t := p.Throttle; t != nil && !t.Allow() {
 			err, throttled = retry.ErrThrottled, true // not sent: not counted by the next HeaderPreviousAttempts
-		} else if cs, err = s.open(actx); err != nil && (ctx.Err() != nil || retry.IsPermanent(err)) {
+		} else if err = s.open(actx, &s.first); err != nil && (ctx.Err() != nil || retry.IsPermanent(err) && !refused(err)) {
+			// Not retried, and nothing for enclosing layers to learn:
+			// grpc-go's error unchanged. An error that the server's answer
+			// refused goes through episode, as in recv, and comes back as
+			// a *retry.Error.
 			s.mu.Lock()
 			s.countFirstLocked()
 			s.mu.Unlock()
 			return nil, original(err)
 		}
+		s.cur = &s.first
 		if err != nil {
-			if cs, err = s.episode(err, throttled, nil); err != nil {
+			a, err := s.episode(err, throttled, nil)
+			if err != nil {
 				return nil, err
 			}
+			s.cur = a
 		}
-		s.cur = cs
 		return s, nil
 	}
 }
 
 // stream is a grpc.ClientStream that retries until it commits.
+//
+// Lock discipline. The fields above mu, but for attempts and previous,
+// are set by NewStream before it returns s and only read after (by any
+// goroutine, without a lock). attempts and previous belong to the
+// goroutine that retries, without a lock: the NewStream goroutine until
+// NewStream returns s, then the goroutine in RecvMsg (NewStream's return
+// happens before any RecvMsg, and grpc-go's ClientStream contract forbids
+// concurrent RecvMsg calls). The fields below mu are guarded by mu, with
+// the exceptions noted. No lock is held across a call into the stream
+// below (SendMsg, RecvMsg, Header, CloseSend, opening one).
 type stream struct {
 	ctx      context.Context // the caller's
 	actx     context.Context // the attempts': ctx without the caller's grpc-previous-rpc-attempts
@@ -134,51 +167,93 @@ type stream struct {
 	streamer grpc.Streamer
 	opts     []grpc.CallOption
 	start    time.Time
-	attempts int // attempts made, sent or rejected by the Throttle; touched only by the goroutine retrying
+	attempts int // attempts made, sent or rejected by the Throttle; owned by the goroutine that retries (see above)
 	previous int // attempts sent to the server, for HeaderPreviousAttempts; idem
 
-	mu         sync.Mutex
-	cond       sync.Cond // on mu: broadcast when sending or replaying turns false
-	cur        grpc.ClientStream
-	cancel     context.CancelFunc // ends cur when it is a retry (nil for the first attempt)
-	committed  bool
-	sending    bool // a SendMsg is in flight, sent before the stream committed
+	mu   sync.Mutex
+	cond sync.Cond // on mu: broadcast when sending or replaying turns false
+	// first is the first attempt, kept here so that a stream that needs
+	// no retry allocates no attempt of its own. Filled by NewStream before
+	// it returns s; its recorded field is guarded by mu like any attempt's.
+	first attempt
+	// cur is the current attempt: the one that SendMsg, CloseSend,
+	// Header, Trailer and Context use. Written by NewStream without the
+	// lock before it returns s (no other goroutine has s yet), then only
+	// by episode on the goroutine in RecvMsg, under mu; read under mu.
+	cur       *attempt
+	committed bool // no more retries; set once, never cleared
+	// sending: a SendMsg is in flight with a message that it kept in buf
+	// (a message sent after the commit, or the one that commits, is not
+	// counted). Until it returns, the message may yet fail on the client
+	// and commit the stream: settle and episode's switch to a new attempt
+	// wait for it.
+	sending    bool
 	replaying  bool // replay is sending the buffer on cur
-	recorded   bool // the current attempt's outcome was told to the Throttle
 	budgeted   bool // the first attempt was counted by the Budget (or by a retry.Do of episode)
 	buf        []proto.Message
 	bufSize    int
 	sendClosed bool
 }
 
-// open opens the stream of an attempt that the Throttle let through, with
-// ctx: s.actx, or a child of it that can end the attempt.
-func (s *stream) open(ctx context.Context) (grpc.ClientStream, error) {
+// attempt is one stream opened by the interceptor, with the state that
+// belongs to it alone: a late call on an attempt that has been replaced
+// (a SendMsg or Header still in flight on it) marks that attempt, not the
+// current one.
+type attempt struct {
+	cs grpc.ClientStream // set when it is opened, before it is published; read-only after
+	// cancel ends the attempt's context when the attempt is a retry (nil
+	// for a first attempt, which runs on s.actx, the caller's context but
+	// for its metadata). Set before
+	// the attempt is published, read-only after; a CancelFunc may be
+	// called from any goroutine, more than once.
+	cancel   context.CancelFunc
+	recorded bool // the attempt's outcome was told to the Throttle; guarded by stream.mu
+}
+
+// end cancels the attempt's context, when it has one of its own: the
+// stream below ends, and so does the context's registration with the
+// caller's (with a context type of the caller's own, a goroutine).
+//
+// It is called on each path by which the stream ends (RecvMsg, SendMsg)
+// or the attempt is replaced (episode), not from a watch on the stream
+// below (context.AfterFunc on its Context, or grpc.OnFinish): grpc-go's
+// Context commits its attempt, which turns off its transparent retry, and
+// a retrying layer below (another retrygrpc interceptor) ends one stream
+// and opens the next under this same context, which the watch would
+// cancel.
+func (a *attempt) end() {
+	if a.cancel != nil {
+		a.cancel()
+	}
+}
+
+// open opens the stream of attempt a, which the Throttle let through,
+// with ctx: s.actx, or a child of it that a.cancel ends. Only the
+// goroutine that retries calls it (it counts s.previous).
+func (s *stream) open(ctx context.Context, a *attempt) error {
 	if s.previous > 0 {
 		ctx = metadata.AppendToOutgoingContext(ctx, HeaderPreviousAttempts, strconv.Itoa(s.previous))
 	}
 	s.previous++
-	s.mu.Lock()
-	s.recorded = false
-	s.mu.Unlock()
 	cs, err := s.streamer(ctx, s.desc, s.cc, s.method, s.opts...)
 	if err != nil {
-		return nil, s.failed(nil, err)
+		return s.failed(a, err)
 	}
-	return cs, nil
+	a.cs = cs
+	return nil
 }
 
-// record tells the Throttle the outcome of the current attempt, once,
-// judged as classify judges it: grpc-go's own refusal of an oversized
-// request (sendTooLarge) is no sign of overload.
-func (s *stream) record(err error) {
+// record tells the Throttle the outcome of attempt a, once, judged as
+// classify judges it: grpc-go's own refusal of an oversized request
+// (sendTooLarge) is no sign of overload.
+func (s *stream) record(a *attempt, err error) {
 	t := s.p.Throttle
 	if t == nil {
 		return
 	}
 	s.mu.Lock()
-	done := s.recorded
-	s.recorded = true
+	done := a.recorded
+	a.recorded = true
 	s.mu.Unlock()
 	if done {
 		return
@@ -205,13 +280,13 @@ func (s *stream) countFirstLocked() {
 	}
 }
 
-// failed records and classifies the error of an attempt; cs, when not
-// nil, is the stream that failed (for its trailer).
-func (s *stream) failed(cs grpc.ClientStream, err error) error {
-	s.record(err)
+// failed records and classifies the error of attempt a (its stream, for
+// the trailer, is nil when opening it failed).
+func (s *stream) failed(a *attempt, err error) error {
+	s.record(a, err)
 	var trailer metadata.MD
-	if cs != nil {
-		trailer = cs.Trailer()
+	if a.cs != nil {
+		trailer = a.cs.Trailer()
 	}
 	return s.c.classify(s.ctx, &s.p, err, trailer, false) // callers check the headers
 }
@@ -219,12 +294,23 @@ func (s *stream) failed(cs grpc.ClientStream, err error) error {
 // episode retries after the attempt that failed with ferr (already
 // classified; throttled: the Throttle rejected it, unsent) until an
 // attempt gets past probe, which is nil when opening is enough and
-// otherwise runs on the new stream. It returns that stream.
+// otherwise runs on the new stream. It returns that attempt. It runs on
+// the goroutine that retries (NewStream's, or RecvMsg's when probe is
+// set).
 //
-// Each retry opens its stream with a context of its own, cancelled when
-// the attempt is replaced or abandoned, or when RecvMsg ends the stream
-// (see release).
-func (s *stream) episode(ferr error, throttled bool, probe func(grpc.ClientStream) error) (grpc.ClientStream, error) {
+// Each retry opens its stream with a context of its own (attempt.cancel),
+// cancelled when the attempt fails and a retry may follow, when it is
+// replaced or abandoned, and when the stream ends (see RecvMsg and
+// SendMsg).
+//
+// A stream that commits during the wait before a retry (a SendMsg on
+// another goroutine) ends the loop at that retry, which is not opened:
+// retry.Do has already withdrawn it from the Budget (a retry granted and
+// not sent still counts, as for Budget.AllowRetry), and announces it to
+// the Observer (EventAttempt; with a Throttle, its Allow decides first)
+// and counts it in its *retry.Error before op can tell that the stream
+// committed.
+func (s *stream) episode(ferr error, throttled bool, probe func(*attempt) error) (*attempt, error) {
 	pe := s.p
 	pe.Throttle, pe.AttemptTimeout = nil, 0 // the Throttle: see below
 	if max := pe.MaxAttempts; max != retry.Unlimited {
@@ -254,6 +340,12 @@ func (s *stream) episode(ferr error, throttled bool, probe func(grpc.ClientStrea
 	// first attempt that the Throttle rejected goes to retry.Do through a
 	// Throttle of its own that rejects it once, so that retry.Do reports it
 	// and does not count it for the Budget, as it does a rejected attempt.
+	//
+	// gated and allowed are shared by the Observer below and op without a
+	// lock: retry.Do calls the Observer on the goroutine that called it,
+	// which is the one that runs op (do.go: attempt reports EventAttempt
+	// and then calls op, both synchronously; retryLoop calls attempt on
+	// Do's goroutine).
 	t := s.p.Throttle
 	var (
 		gated   int  // the attempt whose Throttle decision allowed holds, numbered as by retry.Do
@@ -283,7 +375,7 @@ func (s *stream) episode(ferr error, throttled bool, probe func(grpc.ClientStrea
 	}
 
 	var (
-		out     grpc.ClientStream
+		out     *attempt
 		calls   int    // calls of op
 		last    = ferr // the error of the last attempt sent
 		opened  int    // attempts of this episode opened, and not abandoned
@@ -316,46 +408,53 @@ func (s *stream) episode(ferr error, throttled bool, probe func(grpc.ClientStrea
 		}
 		opened++
 		actx, cancel := context.WithCancel(s.actx)
-		cs, err := s.open(actx)
-		if err != nil {
+		a := &attempt{cancel: cancel}
+		if err := s.open(actx, a); err != nil {
 			cancel()
 			last = err
 			return err
 		}
 		if probe == nil {
-			s.cancel = cancel // NewStream has not returned s: no one else sees it
-			out = cs
+			out = a // NewStream makes it current: no one else sees s yet
 			return nil
 		}
+		cs := a.cs
 		s.mu.Lock()
+		// A SendMsg still in flight on the attempt that failed has kept
+		// its message in buf, and may yet fail on the client and commit
+		// (a message over grpc.MaxCallSendMsgSize): wait for it, so that
+		// a is not sent what that attempt refused. That attempt is over
+		// (grpc-go ended it with the error RecvMsg saw, or its context was
+		// cancelled), so the SendMsg returns without waiting for the
+		// network, as in settle, with the same caveat.
+		for s.sending {
+			s.cond.Wait()
+		}
 		if s.committed {
-			// A SendMsg committed the stream while cs was opening: the
-			// buffer it would replay is gone. Abandon cs, which sent no
+			// A SendMsg committed the stream while a was opening: the
+			// buffer it would replay is gone. Abandon a, which sent no
 			// request (the Throttle is not told of it).
-			s.recorded = true
 			s.mu.Unlock()
 			cancel()
 			aborted, opened = true, opened-1
 			return retry.Permanent(last)
 		}
-		replaced := s.cancel
-		s.cur, s.cancel = cs, cancel
+		replaced := s.cur
+		s.cur = a
 		msgs, closeSend := s.buf, s.sendClosed
 		s.replaying = len(msgs) > 0
 		s.mu.Unlock()
-		if replaced != nil {
-			replaced() // the attempt that cs replaces failed
-		}
+		replaced.end() // the attempt that a replaces failed
 		if len(msgs) > 0 {
 			go s.replay(cs, msgs, closeSend)
 		} else if closeSend {
 			cs.CloseSend()
 		}
-		err = probe(cs)
+		err := probe(a)
 		if err == nil {
 			return nil
 		}
-		ferr := s.failed(cs, err)
+		ferr := s.failed(a, err)
 		if !retry.IsPermanent(ferr) {
 			// A retry may follow: end this attempt, and with it its
 			// replay, before the next one starts.
@@ -397,8 +496,8 @@ func rejectOnce() *retry.Throttle {
 // filled the flow-control window, and the replay would wait for it
 // forever. SendMsg, CloseSend and settle wait for it to end, which keeps
 // the client's messages in order. It ends when every message is sent or
-// the attempt ends (its context is cancelled when the attempt fails,
-// when it is replaced, and when RecvMsg ends the stream).
+// the attempt ends (its context is cancelled when the attempt fails, when
+// it is replaced, and when the stream ends: see attempt.end).
 func (s *stream) replay(cs grpc.ClientStream, msgs []proto.Message, closeSend bool) {
 	var err error
 	for _, m := range msgs {
@@ -427,22 +526,27 @@ func (s *stream) commitLocked() {
 	s.countFirstLocked()
 }
 
-func (s *stream) current() (grpc.ClientStream, bool) {
+// current returns the current attempt and whether the stream committed.
+func (s *stream) current() (*attempt, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cur, s.committed
 }
 
-// settle waits for a SendMsg in flight and for a replay to return, and
-// reports whether the stream committed. It is called only when RecvMsg
-// failed on the current attempt with an error that would start a retry: a
-// SendMsg that failed on the client ended that attempt, which RecvMsg may
-// see before SendMsg returns and commits. grpc-go ends an attempt on every
-// receive error, so a SendMsg in flight on it returns without waiting for
-// the network (a replay's attempt is cancelled before). (A stream
-// interceptor below this one that fails RecvMsg with a retried code while
-// leaving its stream open and a SendMsg blocked on flow control would make
-// RecvMsg wait until the context ends.)
+// settle waits for a SendMsg in flight (one with a kept message: see
+// sending) and for a replay to return, and reports whether the stream
+// committed. It runs on the goroutine in RecvMsg whenever the current
+// attempt failed with an error that would start a retry: in recv, before
+// episode starts, and in episode's op, after a retry failed (and its
+// context was cancelled) and before the next one. A SendMsg that failed on
+// the client ended that attempt, which RecvMsg may see before SendMsg
+// returns and commits. grpc-go ends an attempt on every receive error, so
+// a SendMsg in flight on it returns without waiting for the network (a
+// retry's attempt is cancelled before). (A stream interceptor below this
+// one that fails RecvMsg with a retried code while leaving its stream open
+// and a SendMsg blocked on flow control would make RecvMsg wait until the
+// context ends; the same holds for the wait at episode's switch to a new
+// attempt.)
 func (s *stream) settle() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -454,17 +558,26 @@ func (s *stream) settle() bool {
 
 // SendMsg sends m on the current attempt, keeping a copy for replay until
 // the stream commits. An error other than io.EOF, with which grpc-go ends
-// the stream on the client, commits it and is returned. While a retry
-// replays the messages sent before, SendMsg waits for it.
+// the stream on the client, commits it, ends the attempt's context and is
+// returned. While a retry replays the messages sent before, SendMsg waits
+// for it.
+//
+// The attempt that SendMsg sends on stays current until SendMsg has
+// returned: after the commit no attempt replaces it, and before it
+// episode waits for sending at its switch.
 func (s *stream) SendMsg(m any) error {
 	s.mu.Lock()
 	for s.replaying {
 		s.cond.Wait()
 	}
 	if s.committed {
-		cs := s.cur
+		a := s.cur
 		s.mu.Unlock()
-		return cs.SendMsg(m)
+		err := a.cs.SendMsg(m)
+		if err != nil && err != io.EOF {
+			a.end() // grpc-go ended the stream
+		}
+		return err
 	}
 	kept := false
 	if pm, ok := m.(proto.Message); ok && s.c.maxBuffer > 0 {
@@ -477,11 +590,14 @@ func (s *stream) SendMsg(m any) error {
 	if !kept {
 		s.commitLocked()
 	}
-	cs := s.cur
+	a := s.cur
 	s.sending = kept
 	s.mu.Unlock()
-	err := cs.SendMsg(m)
+	err := a.cs.SendMsg(m)
 	if !kept {
+		if err != nil && err != io.EOF {
+			a.end() // grpc-go ended the stream
+		}
 		return err
 	}
 	s.mu.Lock()
@@ -497,7 +613,8 @@ func (s *stream) SendMsg(m any) error {
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	if local {
-		s.record(err)
+		s.record(a, err)
+		a.end() // grpc-go ended the stream
 	}
 	if err == io.EOF {
 		// The attempt failed; RecvMsg will see why and may retry, sending
@@ -515,40 +632,44 @@ func (s *stream) CloseSend() error {
 		s.cond.Wait()
 	}
 	s.sendClosed = true
-	cs := s.cur
+	a := s.cur
 	s.mu.Unlock()
-	return cs.CloseSend()
+	return a.cs.CloseSend()
 }
 
 // RecvMsg receives the next message. Before the stream commits, an error
-// that the interceptor retries starts a new attempt.
+// that the interceptor retries starts a new attempt. When the stream ends
+// (an error, io.EOF included, or the one response of a stream without
+// server streaming, as CloseAndRecv reads it), the current attempt's
+// context is cancelled.
 func (s *stream) RecvMsg(m any) error {
 	err := s.recv(m)
-	if err != nil {
+	if err != nil || !s.desc.ServerStreams {
 		s.release()
 	}
 	return err
 }
 
 func (s *stream) recv(m any) error {
-	cs, committed := s.current()
+	a, committed := s.current()
+	cs := a.cs
 	err := cs.RecvMsg(m)
 	if committed {
-		s.record(err)
+		s.record(a, err)
 		return err
 	}
 	if err == nil || err == io.EOF {
 		s.commit()
-		s.record(err)
+		s.record(a, err)
 		return err
 	}
 	if md, _ := cs.Header(); md != nil {
 		// The server sent headers before failing: the call is committed.
 		s.commit()
-		s.record(err)
+		s.record(a, err)
 		return err
 	}
-	ferr := s.failed(cs, err)
+	ferr := s.failed(a, err)
 	if s.ctx.Err() != nil || retry.IsPermanent(ferr) && !refused(ferr) {
 		s.commit()
 		return err
@@ -560,15 +681,15 @@ func (s *stream) recv(m any) error {
 	// Retryable, or refused by the server: the loop retries the one and
 	// returns the other as a *retry.Error, for enclosing retry layers.
 	var recvErr error
-	_, rerr := s.episode(ferr, false, func(cs grpc.ClientStream) error {
-		err := cs.RecvMsg(m)
+	_, rerr := s.episode(ferr, false, func(a *attempt) error {
+		err := a.cs.RecvMsg(m)
 		if err == nil || err == io.EOF {
 			s.commit()
-			s.record(err)
+			s.record(a, err)
 			recvErr = err
 			return nil
 		}
-		if md, _ := cs.Header(); md != nil {
+		if md, _ := a.cs.Header(); md != nil {
 			s.commit() // headers arrived: no more retries
 		}
 		return err
@@ -584,13 +705,8 @@ func (s *stream) recv(m any) error {
 // once RecvMsg has ended the stream: grpc-go's own contexts end with the
 // stream, and this one is a child of the caller's.
 func (s *stream) release() {
-	s.mu.Lock()
-	cancel := s.cancel
-	s.cancel = nil
-	s.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
+	a, _ := s.current()
+	a.end()
 }
 
 // Header returns the response headers of the current attempt; their
@@ -598,25 +714,25 @@ func (s *stream) release() {
 // stream that failed without headers: RecvMsg then reports (and may
 // retry) the failure.
 func (s *stream) Header() (metadata.MD, error) {
-	cs, committed := s.current()
-	md, err := cs.Header()
+	a, committed := s.current()
+	md, err := a.cs.Header()
 	if md != nil && !committed {
 		s.commit()
-		s.record(nil)
+		s.record(a, nil)
 	}
 	return md, err
 }
 
 // Trailer returns the trailer of the current attempt.
 func (s *stream) Trailer() metadata.MD {
-	cs, _ := s.current()
-	return cs.Trailer()
+	a, _ := s.current()
+	return a.cs.Trailer()
 }
 
 // Context returns the context of the current attempt.
 func (s *stream) Context() context.Context {
-	cs, _ := s.current()
-	return cs.Context()
+	a, _ := s.current()
+	return a.cs.Context()
 }
 
 func (s *stream) commit() {

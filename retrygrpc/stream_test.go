@@ -15,6 +15,7 @@ import (
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retrygrpc"
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -1068,5 +1069,292 @@ func TestStreamLocalSendFailureNotOverload(t *testing.T) {
 	}
 	if pu, ps := thu.Probability(), ths.Probability(); pu != 0 || ps != 0 {
 		t.Fatalf("requests that grpc-go refused on the client: Throttle rejection probability %.2f after %d unary calls, %.2f after the streams; want 0 (no overload)", pu, calls, ps)
+	}
+}
+
+// firstAttempt reports whether st is a stream's first attempt (it carries
+// no grpc-previous-rpc-attempts).
+func firstAttempt(st grpc.ServerStream) bool {
+	md, _ := metadata.FromIncomingContext(st.Context())
+	return len(md.Get(retrygrpc.HeaderPreviousAttempts)) == 0
+}
+
+// ownDoneCtx is a context.Context implementation of its own (as some
+// frameworks have): its Done channel is not a standard cancelCtx's, so
+// context.WithCancel under it watches it with a goroutine until the child
+// is cancelled or the parent ends. A child that is never cancelled shows
+// as a goroutine that goleak finds.
+type ownDoneCtx struct {
+	context.Context
+	done chan struct{}
+}
+
+func (c ownDoneCtx) Done() <-chan struct{} { return c.done }
+func (c ownDoneCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.Canceled
+	default:
+		return nil
+	}
+}
+
+// warm opens and ends one plain stream so that the connection's own
+// goroutines exist before goleak.IgnoreCurrent.
+func warm(t *testing.T, cc *grpc.ClientConn) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	cs, err := cc.NewStream(ctx, bidiDesc, methodBidi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs.CloseSend()
+	recvAll(cs)
+}
+
+// clientStreamDesc describes the test service's Bidi method as a
+// client-streaming one: the client reads a single response.
+var clientStreamDesc = &grpc.StreamDesc{StreamName: "Bidi", ClientStreams: true}
+
+// A retried client-streaming call that ends as grpc-go documents
+// (CloseAndRecv: CloseSend, then the one RecvMsg that returns the
+// response), under a caller's context that is never cancelled. Promise
+// (StreamClientInterceptor): a retry's context is cancelled when the
+// stream ends, here when RecvMsg returns the one response of a stream
+// without server streaming; otherwise it stays registered on the caller's
+// context (with a context type of the caller's own, a goroutine leaks).
+func TestStreamRetryContextEndsAfterCloseAndRecv(t *testing.T) {
+	s := &echoServer{bidi: func(n int, st grpc.ServerStream) error {
+		if err := listenOnly(n, st); err != nil {
+			return err
+		}
+		if firstAttempt(st) {
+			return status.Error(codes.Unavailable, "restarting")
+		}
+		return st.SendMsg(wrapperspb.String("done"))
+	}}
+	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+	warm(t, cc)
+	ignore := goleak.IgnoreCurrent()
+	before := s.Calls(methodBidi)
+
+	parent := ownDoneCtx{Context: context.Background(), done: make(chan struct{})}
+	defer close(parent.done)
+	cs, err := cc.NewStream(parent, clientStreamDesc, methodBidi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.SendMsg(wrapperspb.String("a")); err != nil {
+		t.Fatal(err)
+	}
+	// CloseAndRecv, as generated code does it.
+	if err := cs.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	out := new(wrapperspb.StringValue)
+	if err := cs.RecvMsg(out); err != nil || out.GetValue() != "done" {
+		t.Fatalf("RecvMsg = %q, %v; want the response of attempt 2", out.GetValue(), err)
+	}
+	if n := s.Calls(methodBidi) - before; n != 2 {
+		t.Fatalf("%d attempts, want 2", n)
+	}
+	if err := goleak.Find(ignore); err != nil {
+		t.Fatalf("the client-streaming call ended (CloseAndRecv returned its response), but goroutines remain:\n%v", err)
+	}
+}
+
+// The same when a retried stream ends the other way grpc-go documents
+// besides RecvMsg errors: SendMsg fails with an error other than io.EOF
+// (a message over grpc.MaxCallSendMsgSize), after the stream committed.
+// Promise (StreamClientInterceptor): a retry's context is cancelled when
+// SendMsg returns an error other than io.EOF.
+func TestStreamRetryContextEndsAfterSendError(t *testing.T) {
+	s := &echoServer{bidi: func(n int, st grpc.ServerStream) error {
+		if firstAttempt(st) {
+			st.RecvMsg(new(wrapperspb.StringValue))
+			return status.Error(codes.Unavailable, "restarting")
+		}
+		return echoAll(st)
+	}}
+	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+	warm(t, cc)
+	ignore := goleak.IgnoreCurrent()
+
+	parent := ownDoneCtx{Context: context.Background(), done: make(chan struct{})}
+	defer close(parent.done)
+	cs, err := cc.NewStream(parent, bidiDesc, methodBidi, grpc.MaxCallSendMsgSize(50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.SendMsg(wrapperspb.String("a")); err != nil {
+		t.Fatal(err)
+	}
+	out := new(wrapperspb.StringValue)
+	if err := cs.RecvMsg(out); err != nil || out.GetValue() != "a" {
+		t.Fatalf("RecvMsg = %q, %v; want attempt 2's echo", out.GetValue(), err)
+	}
+	if err := cs.SendMsg(wrapperspb.String(strings.Repeat("x", 100))); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("SendMsg(too large) = %v, want grpc-go's RESOURCE_EXHAUSTED", err)
+	}
+	if err := goleak.Find(ignore); err != nil {
+		t.Fatalf("SendMsg failed on the client (grpc-go ended the stream), but goroutines remain:\n%v", err)
+	}
+}
+
+// holdLocalSend is a stream interceptor placed under the retrying one. On
+// attempt 1, a SendMsg that grpc-go fails on the client (not io.EOF)
+// tells failed and returns only once attempt 2 has been sent a message,
+// or 200 ms after attempt 2 was opened: the SendMsg goroutine is
+// descheduled between grpc-go's return and the interceptor's
+// bookkeeping, past the moment the retry makes attempt 2 current. On
+// attempt 2 it records what was sent.
+func holdLocalSend(failed chan struct{}, sent2 *recorder) grpc.DialOption {
+	var (
+		mu      sync.Mutex
+		n       int
+		opened2 = make(chan struct{})
+		second  = make(chan struct{})
+		once    sync.Once
+	)
+	return grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		n++
+		h := &holdStream{ClientStream: cs, attempt: n, failed: failed, opened2: opened2, second: second, once: &once, sent2: sent2}
+		mu.Unlock()
+		if h.attempt == 2 {
+			close(opened2)
+		}
+		return h, nil
+	})
+}
+
+type holdStream struct {
+	grpc.ClientStream
+	attempt int
+	failed  chan struct{}
+	opened2 chan struct{} // closed when attempt 2 is opened
+	second  chan struct{} // closed when attempt 2 is sent a message
+	once    *sync.Once
+	sent2   *recorder
+}
+
+func (h *holdStream) SendMsg(m any) error {
+	if h.attempt == 2 {
+		h.sent2.add(2, m.(*wrapperspb.StringValue).GetValue())
+		h.once.Do(func() { close(h.second) })
+	}
+	err := h.ClientStream.SendMsg(m)
+	if h.attempt == 1 && err != nil && err != io.EOF {
+		close(h.failed)
+		select {
+		case <-h.second:
+		case <-h.opened2:
+			select {
+			case <-h.second:
+			case <-time.After(200 * time.Millisecond):
+			}
+		case <-time.After(10 * time.Second):
+		}
+	}
+	return err
+}
+
+// A SendMsg that grpc-go fails on the client commits the stream; here it
+// does so while a retry (started by RecvMsg on another goroutine) is
+// opening attempt 2, and its bookkeeping comes only after attempt 2 is
+// open. Promises (StreamClientInterceptor): a SendMsg error other than
+// io.EOF commits, "that error is returned by SendMsg, and by RecvMsg
+// after it, as without the interceptor"; "A stream that commits while a
+// retry is opening its new stream (a SendMsg on another goroutine) ends
+// the retry: the new stream is cancelled unused, and RecvMsg returns the
+// error of the attempt that failed." So attempt 2 is sent nothing (the
+// kept SendMsg in flight is waited for before attempt 2 becomes current).
+func TestStreamLocalSendFailureWhileRetryOpensEndsTheRetry(t *testing.T) {
+	s := &echoServer{bidi: func(n int, st grpc.ServerStream) error {
+		if firstAttempt(st) {
+			st.RecvMsg(new(wrapperspb.StringValue))
+			return status.Error(codes.Unavailable, "restarting")
+		}
+		return echoAll(st)
+	}}
+	opening, release, failed := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	sent2 := new(recorder)
+	cc := serve(t, s, append(retrygrpc.DialOptions(fast), gateOpen(2, opening, release), holdLocalSend(failed, sent2))...)
+	cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi, grpc.MaxCallSendMsgSize(50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.SendMsg(wrapperspb.String("a")); err != nil {
+		t.Fatal(err)
+	}
+	recvErr := make(chan error, 1)
+	go func() { recvErr <- cs.RecvMsg(new(wrapperspb.StringValue)) }()
+	select {
+	case <-opening: // attempt 1 failed; the retry is opening attempt 2
+	case <-time.After(10 * time.Second):
+		t.Fatal("no retry started")
+	}
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- cs.SendMsg(wrapperspb.String(strings.Repeat("x", 100))) }()
+	<-failed // grpc-go refused the message on attempt 1
+	close(release)
+	serr := <-sendErr
+	var rerr error
+	select {
+	case rerr = <-recvErr:
+	case <-time.After(10 * time.Second):
+		t.Fatal("RecvMsg did not return")
+	}
+	if status.Code(serr) != codes.ResourceExhausted {
+		t.Fatalf("SendMsg = %v, want grpc-go's RESOURCE_EXHAUSTED", serr)
+	}
+	if got := sent2.get(2); len(got) != 0 {
+		t.Fatalf("the stream committed (SendMsg failed on the client) before attempt 2 was used, yet attempt 2 was sent %q; RecvMsg = %T %v",
+			got, rerr, rerr)
+	}
+	if _, ok := rerr.(interface{ GRPCStatus() *status.Status }); !ok || status.Code(rerr) != codes.Unavailable {
+		t.Fatalf("RecvMsg = %T %v; want attempt 1's UNAVAILABLE unchanged", rerr, rerr)
+	}
+}
+
+// The first attempt of a stream fails to open with an error whose server
+// wait is beyond WithMaxServerDelay (from a client-side limiter
+// interceptor below this one; a "do not retry" answer is refused alike).
+// Promise (StreamClientInterceptor): "A "do not retry" pushback, or a
+// server wait beyond WithMaxServerDelay, on the first failure gives a
+// *retry.Error, as on unary calls, so that enclosing retry loops do not
+// retry it either."
+func TestStreamRefusedOpenGivesRetryError(t *testing.T) {
+	refuse := withRetryInfo(codes.ResourceExhausted, 10*time.Minute) // over the 5 min default cap
+	var calls sync.Map
+	first := func(key string) bool { _, seen := calls.LoadOrStore(key, true); return !seen }
+	limiter := []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if first("unary") {
+				return refuse
+			}
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			if first("stream") {
+				return nil, refuse
+			}
+			return streamer(ctx, desc, cc, method, opts...)
+		}),
+	}
+	cc := serve(t, &echoServer{}, append(retrygrpc.DialOptions(fast), limiter...)...)
+	_, uerr := callUnary(t.Context(), cc, methodUnary)
+	_, serr := cc.NewStream(t.Context(), bidiDesc, methodBidi)
+	var ure, sre *retry.Error
+	if !errors.As(uerr, &ure) {
+		t.Fatalf("unary: %T %v, want a *retry.Error (test premise)", uerr, uerr)
+	}
+	if !errors.As(serr, &sre) || status.Code(serr) != codes.ResourceExhausted || sre.Attempts != 1 {
+		t.Fatalf("NewStream = %T %v; want a *retry.Error of 1 attempt wrapping RESOURCE_EXHAUSTED, as the unary call's (%v)", serr, serr, uerr)
 	}
 }

@@ -54,7 +54,9 @@ import (
 // Retries carry grpc-previous-rpc-attempts (HeaderPreviousAttempts); a
 // value in the caller's outgoing metadata (a proxy that forwards its
 // incoming metadata passes on the count of the hop before) is dropped
-// from every attempt. Looking for it costs no allocation.
+// from every attempt, on the methods that WithMethods leaves out too (the
+// interceptor owns the key wherever it is installed). Looking for it
+// costs no allocation.
 //
 // The first attempt is the caller's call with two extra call options
 // (grpc.Header and grpc.Trailer, to read the headers and the trailer): the
@@ -69,13 +71,16 @@ func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInte
 	// be made here, and retry.Do entered only when it fails.
 	plain := p.Throttle == nil && p.Budget == nil && p.AttemptTimeout <= 0 && p.Observer == nil && p.MaxElapsed <= 0
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
+		// The key is the retry layer's on every method it is installed for:
+		// a method that is not retried makes a first attempt, which carries
+		// none. No allocation when the caller's metadata lacks it.
+		ctx = withoutPrevious(ctx)
 		if !c.retriesMethod(method) {
 			return invoker(ctx, method, req, reply, cc, callOpts...)
 		}
 		if invalid != nil {
 			return invalid
 		}
-		ctx = withoutPrevious(ctx)
 		if ctx.Err() != nil {
 			// Ended before the first attempt: make it as grpc-go would
 			// without the interceptor (it fails at once with CANCELLED or

@@ -701,6 +701,30 @@ func TestPreviousAttemptsOfCallerDropped(t *testing.T) {
 	}
 }
 
+// A caller's grpc-previous-rpc-attempts (a proxy that forwards its
+// incoming metadata) on a method that WithMethods leaves out, on unary
+// calls and streams. Promise (package doc, HeaderPreviousAttempts): first
+// attempts do not carry the key, and the caller's value is dropped on
+// every method, those that WithMethods leaves out included (DialOptions
+// makes retrykit the one retry layer: nothing else sets the key).
+func TestPreviousAttemptsOfCallerDroppedOnMethodNotRetried(t *testing.T) {
+	s := &echoServer{}
+	cc := serve(t, s, retrygrpc.DialOptions(fast, retrygrpc.WithMethods(methodOther))...)
+	ctx := metadata.AppendToOutgoingContext(t.Context(), retrygrpc.HeaderPreviousAttempts, "3")
+	for _, stream := range []bool{false, true} {
+		callEcho(t, ctx, cc, stream)
+	}
+	got := s.Previous()
+	if len(got) != 2 {
+		t.Fatalf("the server saw %d attempts, want 2", len(got))
+	}
+	for i, v := range got {
+		if v != "" {
+			t.Fatalf("call %d (unary, then stream), a first attempt, reached the server with grpc-previous-rpc-attempts %q; want none", i+1, v)
+		}
+	}
+}
+
 // A call made with a context that has already ended gets grpc-go's status
 // error (CANCELLED or DEADLINE_EXCEEDED), unchanged, as without the
 // interceptor, on unary calls and streams, even when the Throttle would
