@@ -162,11 +162,17 @@ func TestNotSentRetried(t *testing.T) {
 	srv := redistest.Start(t)
 	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{})
 	ctx := context.Background()
-	c := newClient(t, px.Addr(), retry.Policy{Initial: 2 * time.Millisecond, MaxDelay: 10 * time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 100})
+	// Back after two refused dials: fewer than PoolSize (4) failed dials in
+	// a row, after which go-redis stops dialing and probes once a second.
+	c := newClient(t, px.Addr(), retry.Policy{Initial: 2 * time.Millisecond, MaxDelay: 10 * time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 100,
+		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+			if e.Kind == retry.EventRetry && e.Attempt == 2 {
+				px.SetRefuse(false)
+			}
+		})})
 	if err := px.SetRefuse(true); err != nil {
 		t.Fatal(err)
 	}
-	time.AfterFunc(50*time.Millisecond, func() { px.SetRefuse(false) })
 	if n, err := c.Incr(ctx, "k").Result(); err != nil || n != 1 {
 		t.Fatalf("INCR while refused then back: %d, %v", n, err)
 	}
