@@ -683,16 +683,7 @@ func TestStreamCommitWhileRetryOpensEndsTheRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cs.SendMsg(wrapperspb.String("a")); err != nil {
-		t.Fatal(err)
-	}
-	recvErr := make(chan error, 1)
-	go func() { recvErr <- cs.RecvMsg(new(wrapperspb.StringValue)) }()
-	select {
-	case <-opening: // attempt 1 failed; the retry is opening attempt 2
-	case <-time.After(10 * time.Second):
-		t.Fatal("no retry started")
-	}
+	recvErr := recvWhileRetryOpens(t, cs, opening)
 	// Past the 50-byte buffer: the stream commits.
 	serr := cs.SendMsg(wrapperspb.String(strings.Repeat("b", 100)))
 	cerr := cs.CloseSend()
@@ -1289,16 +1280,7 @@ func TestStreamLocalSendFailureWhileRetryOpensEndsTheRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cs.SendMsg(wrapperspb.String("a")); err != nil {
-		t.Fatal(err)
-	}
-	recvErr := make(chan error, 1)
-	go func() { recvErr <- cs.RecvMsg(new(wrapperspb.StringValue)) }()
-	select {
-	case <-opening: // attempt 1 failed; the retry is opening attempt 2
-	case <-time.After(10 * time.Second):
-		t.Fatal("no retry started")
-	}
+	recvErr := recvWhileRetryOpens(t, cs, opening)
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- cs.SendMsg(wrapperspb.String(strings.Repeat("x", 100))) }()
 	<-failed // grpc-go refused the message on attempt 1
@@ -1357,4 +1339,22 @@ func TestStreamRefusedOpenGivesRetryError(t *testing.T) {
 	if !errors.As(serr, &sre) || status.Code(serr) != codes.ResourceExhausted || sre.Attempts != 1 {
 		t.Fatalf("NewStream = %T %v; want a *retry.Error of 1 attempt wrapping RESOURCE_EXHAUSTED, as the unary call's (%v)", serr, serr, uerr)
 	}
+}
+
+// recvWhileRetryOpens sends "a" on cs, starts a RecvMsg whose error it
+// returns on the channel, and waits until the retry that attempt 1's
+// failure starts is opening attempt 2 (opening, from gateOpen).
+func recvWhileRetryOpens(t *testing.T, cs grpc.ClientStream, opening <-chan struct{}) <-chan error {
+	t.Helper()
+	if err := cs.SendMsg(wrapperspb.String("a")); err != nil {
+		t.Fatal(err)
+	}
+	recvErr := make(chan error, 1)
+	go func() { recvErr <- cs.RecvMsg(new(wrapperspb.StringValue)) }()
+	select {
+	case <-opening:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no retry started")
+	}
+	return recvErr
 }
