@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/retrykit/retry/internal/paired"
@@ -101,4 +102,36 @@ func pairedGRPC(b *testing.B, failEvery int64) {
 			paired.Measure(max(b.N, 10), 100, call(lib.name), ours).Report(b)
 		})
 	}
+}
+
+// BenchmarkPairedGRPCCallOptions: what grpc-go itself charges for the two
+// call options through which retrygrpc reads each attempt's response
+// headers (gRFC A6's commit rule) and trailer (grpc-retry-pushback-ms), on
+// bare calls without any interceptor: one op is three calls against a
+// server that answers UNAVAILABLE, UNAVAILABLE, OK (the wire traffic of
+// BenchmarkPairedGRPCUnaryRetry2), made with grpc.Header and grpc.Trailer
+// (B) against without them (A), each on its own connection.
+func BenchmarkPairedGRPCCallOptions(b *testing.B) {
+	ctx := context.Background()
+	in := wrapperspb.String("hello")
+	calls := func(withOptions bool) func() {
+		cc := grpcConn(b, &echoService{failEvery: 3})
+		return func() {
+			for range 3 {
+				if withOptions {
+					var header, trailer metadata.MD
+					cc.Invoke(ctx, benchMethod, in, new(wrapperspb.StringValue), grpc.Header(&header), grpc.Trailer(&trailer))
+				} else {
+					cc.Invoke(ctx, benchMethod, in, new(wrapperspb.StringValue))
+				}
+			}
+		}
+	}
+	without, with := calls(false), calls(true)
+	b.Run("vs=no-options", func(b *testing.B) {
+		paired.Measure(max(b.N, 10), 100, without, with).Report(b)
+	})
+	b.Run("vs=no-options-again", func(b *testing.B) {
+		paired.Measure(max(b.N, 10), 100, without, calls(false)).Report(b)
+	})
 }

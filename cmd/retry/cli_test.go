@@ -22,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
 	"go.uber.org/goleak"
 )
 
@@ -295,10 +294,7 @@ func TestSignalForwardedToCommand(t *testing.T) {
 }
 
 func TestCountdownOnTerminal(t *testing.T) {
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Skipf("no pty: %v", err)
-	}
+	ptmx, tty := openPTY(t)
 	defer ptmx.Close()
 	cmd := exec.Command(bin(t), "--initial", "450ms", "--jitter", "none", "--attempts", "2", "--", "sh", "-c", "exit 5")
 	cmd.Stderr = tty
@@ -309,6 +305,7 @@ func TestCountdownOnTerminal(t *testing.T) {
 	var out bytes.Buffer
 	copied := make(chan struct{})
 	go func() { io.Copy(&out, ptmx); close(copied) }() // ends with EIO when the child exits
+	var err error
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
@@ -729,10 +726,7 @@ func TestHTTPBodyOnTerminal(t *testing.T) {
 	if r := runRetry(t, "", "http", srv.URL); r.code != 0 || r.stdout != body {
 		t.Errorf("pipe: exit %d, stdout %q, want the exact body", r.code, r.stdout)
 	}
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Skipf("no pty: %v", err)
-	}
+	ptmx, tty := openPTY(t)
 	defer ptmx.Close()
 	cmd := exec.Command(bin(t), "http", srv.URL)
 	cmd.Stdout = tty
@@ -743,6 +737,7 @@ func TestHTTPBodyOnTerminal(t *testing.T) {
 	var out bytes.Buffer
 	copied := make(chan struct{})
 	go func() { io.Copy(&out, ptmx); close(copied) }()
+	var err error
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {

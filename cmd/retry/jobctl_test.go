@@ -63,12 +63,24 @@ type terminal struct {
 	copied chan struct{}
 }
 
-func startOnTerminal(t *testing.T, a ...string) *terminal {
+// openPTY opens a pseudo-terminal pair, or skips the test where there is
+// none (a container without /dev/pts), unless RETRYKIT_REQUIRE_PTY=1 (set
+// by CI) makes the terminal tests required.
+func openPTY(t *testing.T) (ptmx, tty *os.File) {
 	t.Helper()
 	ptmx, tty, err := pty.Open()
 	if err != nil {
+		if os.Getenv("RETRYKIT_REQUIRE_PTY") == "1" {
+			t.Fatalf("no pty: %v (RETRYKIT_REQUIRE_PTY=1 makes the terminal tests required)", err)
+		}
 		t.Skipf("no pty: %v", err)
 	}
+	return ptmx, tty
+}
+
+func startOnTerminal(t *testing.T, a ...string) *terminal {
+	t.Helper()
+	ptmx, tty := openPTY(t)
 	term := &terminal{t: t, ptmx: ptmx, copied: make(chan struct{})}
 	term.cmd = exec.Command(bin(t), a...)
 	term.cmd.Stdin, term.cmd.Stdout, term.cmd.Stderr = tty, tty, tty

@@ -250,7 +250,9 @@ func FleetRedisKilled(t *testing.T, raceEnabled bool) {
 		}
 		fb, rj := fell.Sub(killed), max(0, back.Sub(restarted))
 		t.Logf("worker %d: fell back %v after the kill, rejoined %v after the restart", j, fb.Round(time.Millisecond), rj.Round(time.Millisecond))
-		slack := 20 * time.Millisecond // the 5 ms poll and scheduling
+		// The 5 ms poll and scheduling, and a stall of a loaded 2-core
+		// machine (once in some 50 runs a worker was 126 ms late).
+		slack := 220 * time.Millisecond
 		if raceEnabled {
 			slack += fleetInterval
 		}

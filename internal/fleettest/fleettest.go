@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/redistest"
 )
 
 // Share is a module's *Share as the worker uses it.
@@ -354,6 +355,7 @@ func RunFleet(t *testing.T, n int, c WorkerConfig, busyRate, quietRate float64, 
 		js, _ := json.Marshal(wc)
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), WorkerEnv+"="+string(js))
+		redistest.KillWithParent(cmd) // a worker dies with the test that started it
 		w := worker{cmd: cmd, stderr: &limitedBuffer{}}
 		cmd.Stderr = w.stderr
 		var err error

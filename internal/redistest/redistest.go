@@ -10,6 +10,7 @@ package redistest
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -55,13 +56,27 @@ func Binary(tb testing.TB) string {
 // persistence, and stops it when tb ends.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	s := &Server{tb: tb, bin: Binary(tb), dir: tb.TempDir(), port: freePort(tb)}
-	if err := s.start(); err != nil {
-		tb.Fatal(err)
+	s := &Server{tb: tb, bin: Binary(tb), dir: tb.TempDir()}
+	for try := 1; ; try++ {
+		// The port is free when asked for, but another test's server may
+		// take it before ours binds it: then ours exits, and the PING
+		// would reach the other one. start checks the answering pid.
+		s.port = freePort(tb)
+		err := s.start()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errPortTaken) || try == 5 {
+			tb.Fatal(err)
+		}
 	}
 	tb.Cleanup(s.Stop)
 	return s
 }
+
+// errPortTaken: another process answered on the port of a server being
+// started.
+var errPortTaken = errors.New("redistest: another process took the port")
 
 // Addr returns "127.0.0.1:port".
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
@@ -75,6 +90,7 @@ func (s *Server) start() error {
 		"--save", "", "--appendonly", "no", "--dir", s.dir,
 		"--daemonize", "no", "--protected-mode", "yes",
 		"--logfile", filepath.Join(s.dir, "redis.log"))
+	KillWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("redistest: start redis-server: %w", err)
 	}
@@ -82,7 +98,12 @@ func (s *Server) start() error {
 	go func() { cmd.Wait(); close(done) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if err := ping(s.Addr()); err == nil {
+		if pid, err := serverPID(s.Addr()); err == nil {
+			if pid != cmd.Process.Pid {
+				cmd.Process.Kill()
+				<-done
+				return fmt.Errorf("%w: %s answers with pid %d, not %d", errPortTaken, s.Addr(), pid, cmd.Process.Pid)
+			}
 			break
 		}
 		select {
@@ -212,24 +233,36 @@ func (s *Server) CommandCalls(cmd string) (int, error) {
 	return 0, nil
 }
 
-func ping(addr string) error {
+// serverPID asks the server on addr for its process id (INFO server).
+func serverPID(addr string) (int, error) {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
+	if _, err := c.Write([]byte("INFO server\r\n")); err != nil {
+		return 0, err
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
+	r := bufio.NewReader(c)
+	head, err := r.ReadString('\n')
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if !strings.HasPrefix(line, "+PONG") {
-		return fmt.Errorf("redistest: PING answered %q", line)
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(head, "$")))
+	if !strings.HasPrefix(head, "$") || err != nil || n < 0 || n > 1<<20 {
+		return 0, fmt.Errorf("redistest: INFO answered %q", head)
 	}
-	return nil
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, errors.New("redistest: INFO server has no process_id")
 }
 
 // freePort asks the kernel for a free loopback port.

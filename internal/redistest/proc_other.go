@@ -1,0 +1,9 @@
+//go:build !linux
+
+package redistest
+
+import "os/exec"
+
+// KillWithParent does nothing here: only Linux can kill a child with its
+// parent (see the Linux version).
+func KillWithParent(cmd *exec.Cmd) {}
