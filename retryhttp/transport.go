@@ -232,6 +232,9 @@ type call struct {
 	// retry.Do reports it (see flushAttempt).
 	pending    retry.Event
 	hasPending bool
+	// loopN: the number of the loop's current attempt (Event.Attempt of
+	// its last EventAttempt or EventThrottled), for mayRetry.
+	loopN int
 }
 
 // RoundTrip sends req, retrying as described on [Transport].
@@ -352,10 +355,12 @@ func (c *call) loop(ctx context.Context) (*http.Response, error) {
 	}
 	var re *retry.Error
 	errors.As(err, &re)
-	if c.last != nil && (re == nil || re.Reason != retry.ReasonContext) {
+	if c.last != nil && (re == nil || re.Reason != retry.ReasonContext || c.exhaust) {
 		// Gave up after a retryable status (perhaps followed by attempts a
 		// Throttle rejected, or by a GetBody that failed): hand back the
-		// server's last answer.
+		// server's last answer. One that a lower layer marked exhausted
+		// is returned even if the context ended as it arrived: it was
+		// never to be retried.
 		exhausted := c.n > 1 || c.exhaust || re != nil && re.Reason != retry.ReasonPermanent
 		if exhausted {
 			markTracker(c.ctx)
@@ -377,6 +382,9 @@ func (c *call) loop(ctx context.Context) (*http.Response, error) {
 // release left it open (a body longer than maxDrain): the loop no longer
 // returns it, and its connection is freed before the wait.
 func (c *call) Observe(ctx context.Context, e retry.Event) {
+	if e.Kind == retry.EventAttempt || e.Kind == retry.EventThrottled {
+		c.loopN = e.Attempt
+	}
 	if c.attempt1Seen && e.Kind == retry.EventAttempt && e.Attempt == 1 {
 		c.attempt1Seen = false // reported once already, by RoundTrip
 	} else if e.Kind == retry.EventAttempt && c.observer != nil && c.t.Policy.AttemptTimeout > 0 {
@@ -518,6 +526,32 @@ func (c *call) flushAttempt(ctx context.Context) {
 	}
 }
 
+// attemptView is the context of an attempt under an AttemptTimeout as the
+// Observer sees it, as retry.Do's would be: with the attempt's deadline,
+// and DeadlineExceeded once the timer has ended the attempt. The request
+// itself runs on the plain context, which only the claim of the timer
+// ends (see tryTimed).
+type attemptView struct {
+	context.Context
+	deadline time.Time
+	state    *atomic.Uint32
+}
+
+func (a *attemptView) Deadline() (time.Time, bool) {
+	if d, ok := a.Context.Deadline(); ok && d.Before(a.deadline) {
+		return d, true
+	}
+	return a.deadline, true
+}
+
+func (a *attemptView) Err() error {
+	err := a.Context.Err()
+	if err != nil && a.state.Load() == attemptTimedOut {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
 // errNilResponse stands for the answer of a Base that broke the
 // http.RoundTripper contract by returning neither a response nor an error.
 var errNilResponse = errors.New("retryhttp: Base returned a nil *http.Response and a nil error")
@@ -551,7 +585,9 @@ func (c *call) tryTimed(d time.Duration, body io.ReadCloser) (*http.Response, er
 			cancel()
 		}
 	}()
-	c.flushAttempt(ctx)
+	if c.hasPending {
+		c.flushAttempt(&attemptView{Context: ctx, deadline: time.Now().Add(d), state: &state})
+	}
 	r := c.prepare(ctx, body)
 	resp, err := c.base.RoundTrip(r)
 	if err == nil && resp == nil {
@@ -647,14 +683,15 @@ func (c *call) judge(r *http.Request, resp *http.Response) (*http.Response, erro
 }
 
 // mayRetry reports whether the policy's attempt limit leaves room for
-// another attempt after the c.n sent so far. Other stop rules may still
-// end the loop.
+// another attempt after the current one: the loop's attempts, those a
+// Throttle rejected included (loopN), or the c.n sent if more. Other stop
+// rules may still end the loop.
 func (c *call) mayRetry() bool {
 	m := c.t.Policy.MaxAttempts
 	if m == 0 {
 		m = retry.DefaultMaxAttempts
 	}
-	return m == retry.Unlimited || c.n < m
+	return m == retry.Unlimited || max(c.n, c.loopN) < m
 }
 
 // retryAfterJitter returns a uniform random 0..min(1 s, d/10).

@@ -77,18 +77,29 @@ func (a attempts) CloseIdleConnections() {
 
 // globalPropagator is the global text-map propagator as it is at each use,
 // as the global TracerProvider is read when each span starts: otelhttp
-// alone keeps the one that was global when its Transport was made.
+// alone keeps the one that was global when its Transport was made. A nil
+// global (otel.SetTextMapPropagator(nil)) propagates nothing.
 type globalPropagator struct{}
 
 func (globalPropagator) Inject(ctx context.Context, c propagation.TextMapCarrier) {
-	otel.GetTextMapPropagator().Inject(ctx, c)
+	if p := otel.GetTextMapPropagator(); p != nil {
+		p.Inject(ctx, c)
+	}
 }
 
 func (globalPropagator) Extract(ctx context.Context, c propagation.TextMapCarrier) context.Context {
-	return otel.GetTextMapPropagator().Extract(ctx, c)
+	if p := otel.GetTextMapPropagator(); p != nil {
+		return p.Extract(ctx, c)
+	}
+	return ctx
 }
 
-func (globalPropagator) Fields() []string { return otel.GetTextMapPropagator().Fields() }
+func (globalPropagator) Fields() []string {
+	if p := otel.GetTextMapPropagator(); p != nil {
+		return p.Fields()
+	}
+	return nil
+}
 
 // resendCounter sits under otelhttp, whose attempt span is in the request's
 // context: it sets http.request.resend_count from the attempt number that

@@ -10,6 +10,7 @@ package redistest
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -109,6 +110,11 @@ func (s *Server) start() error {
 		select {
 		case <-done:
 			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+			if strings.Contains(string(log), "Address already in use") {
+				// Whatever holds the port (a listener, a busy server)
+				// did not answer INFO as ours would.
+				return fmt.Errorf("%w: %s (%s)", errPortTaken, s.Addr(), bytes.TrimSpace(log))
+			}
 			return fmt.Errorf("redistest: redis-server exited at start: %s", log)
 		default:
 		}
