@@ -52,7 +52,7 @@ func TestGRPCWithPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took < 200*time.Millisecond || took > 450*time.Millisecond {
+	if took := time.Since(start); took < 200*time.Millisecond || took > 2*time.Second { // not the policy's own, longer waits
 		t.Fatalf("took %v, want about 200 ms (RetryInfo)", took)
 	}
 	if n := f.calls.Load(); n != 3 || inst.GetName() != instanceName {
@@ -297,7 +297,7 @@ func TestRESTRetryAfter(t *testing.T) {
 	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(fast, retrygax.WithMaxServerDelay(500*time.Millisecond))}
 	start := time.Now()
 	getInstance(t.Context(), c)
-	if n, took := calls.Load(), time.Since(start); n != 1 || took > 300*time.Millisecond {
+	if n, took := calls.Load(), time.Since(start); n != 1 || took > 900*time.Millisecond { // under the 1 s asked: no wait
 		t.Fatalf("server saw %d calls in %v, want 1 at once", n, took)
 	}
 }
@@ -314,7 +314,7 @@ func TestRESTRetryAfterOverflow(t *testing.T) {
 		c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(fast, retrygax.WithMaxServerDelay(math.MaxInt64))}
 		start := time.Now()
 		getInstance(t.Context(), c)
-		if n, took := calls.Load(), time.Since(start); n != 1 || took > 300*time.Millisecond {
+		if n, took := calls.Load(), time.Since(start); n != 1 || took > 900*time.Millisecond { // no wait (any would be far longer)
 			t.Fatalf("Retry-After %s: server saw %d calls in %v, want 1 at once", ra, n, took)
 		}
 	}

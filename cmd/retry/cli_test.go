@@ -272,7 +272,7 @@ func TestSignalDuringWait(t *testing.T) {
 			if r.code != c.code {
 				t.Errorf("exit %d, want %d; stderr %q", r.code, c.code, r.stderr)
 			}
-			if took := time.Since(sent); took > 2*time.Second {
+			if took := time.Since(sent); took > 5*time.Second { // at once, with room for a loaded machine
 				t.Errorf("took %v to exit after the signal", took)
 			}
 		})
