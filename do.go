@@ -32,7 +32,8 @@ func Do(ctx context.Context, p Policy, op func(context.Context) error) error {
 
 // DoValue is [Do] for an operation that returns a value. On success it
 // returns op's value; when it gives up, it returns the value of the last
-// attempt (often the zero value) together with the [*Error].
+// call of op (often the zero value) together with the [*Error], even when
+// the last attempt was one a Throttle rejected without calling op.
 func DoValue[T any](ctx context.Context, p Policy, op func(context.Context) (T, error)) (T, error) {
 	// The plain first attempt calls op directly, without the adapter
 	// closure below, as run would: same checks, same order.
@@ -85,7 +86,7 @@ func run(ctx context.Context, p *Policy, op func(context.Context) error) error {
 		if err = op(ctx); err == nil {
 			return nil
 		}
-	} else if err, timedOut = p.attempt(ctx, op, 1); err == nil {
+	} else if err, timedOut = p.attempt(ctx, op, 1, start); err == nil {
 		if p.Observer != nil {
 			p.Observer.Observe(ctx, Event{Kind: EventDone, Attempt: 1, MaxAttempts: p.maxAttempts()})
 		}
@@ -104,7 +105,7 @@ func (p *Policy) plain() bool {
 // attempt makes attempt number n, through the Throttle and Budget if set,
 // and reports it to the Observer. timedOut reports that the attempt's own
 // AttemptTimeout expired while ctx was still alive.
-func (p *Policy) attempt(ctx context.Context, op func(context.Context) error, n int) (err error, timedOut bool) {
+func (p *Policy) attempt(ctx context.Context, op func(context.Context) error, n int, start time.Time) (err error, timedOut bool) {
 	if p.Throttle != nil && !p.Throttle.allow() {
 		if p.Observer != nil {
 			p.Observer.Observe(ctx, Event{Kind: EventThrottled, Attempt: n, MaxAttempts: p.maxAttempts(), Err: ErrThrottled})
@@ -115,7 +116,7 @@ func (p *Policy) attempt(ctx context.Context, op func(context.Context) error, n 
 		p.Budget.record(n > 1)
 	}
 	if p.AttemptTimeout > 0 {
-		err, timedOut = p.timedAttempt(ctx, op, n)
+		err, timedOut = p.timedAttempt(ctx, op, n, start)
 	} else {
 		if p.Observer != nil {
 			p.Observer.Observe(ctx, Event{Kind: EventAttempt, Attempt: n, MaxAttempts: p.maxAttempts()})
@@ -128,10 +129,15 @@ func (p *Policy) attempt(ctx context.Context, op func(context.Context) error, n 
 	return err, timedOut
 }
 
-// timedAttempt calls op under a child of ctx bounded by AttemptTimeout,
-// cancelled on every path out, a panic included.
-func (p *Policy) timedAttempt(ctx context.Context, op func(context.Context) error, n int) (err error, timedOut bool) {
-	actx, cancel := context.WithTimeout(ctx, p.AttemptTimeout)
+// timedAttempt calls op under a child of ctx bounded by AttemptTimeout, and
+// by what is left of MaxElapsed (from start) when that is less, cancelled
+// on every path out, a panic included.
+func (p *Policy) timedAttempt(ctx context.Context, op func(context.Context) error, n int, start time.Time) (err error, timedOut bool) {
+	d := p.AttemptTimeout
+	if p.MaxElapsed > 0 {
+		d = min(d, max(p.MaxElapsed-time.Since(start), 1))
+	}
+	actx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	if p.Observer != nil {
 		p.Observer.Observe(actx, Event{Kind: EventAttempt, Attempt: n, MaxAttempts: p.maxAttempts()})
@@ -179,7 +185,9 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 		if p.MaxElapsed > 0 || hasDeadline || observed {
 			now := time.Now()
 			elapsed = now.Sub(start)
-			if p.MaxElapsed > 0 && d > p.MaxElapsed-elapsed {
+			// As for the deadline below, a wait that ends when the budget
+			// does would leave the attempt no time: give up.
+			if p.MaxElapsed > 0 && d >= p.MaxElapsed-elapsed {
 				return fail(ReasonTimeBudget, nil)
 			}
 			// A wait that ends at the deadline would leave the attempt no
@@ -219,7 +227,7 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 			return fail(ReasonContext, cerr)
 		}
 		waited = addSat(waited, d)
-		err, timedOut = p.attempt(ctx, op, n+1)
+		err, timedOut = p.attempt(ctx, op, n+1, start)
 		if err == nil {
 			if p.Observer != nil {
 				p.Observer.Observe(ctx, Event{Kind: EventDone, Attempt: n + 1, MaxAttempts: maxAttempts, Waited: waited})
@@ -241,6 +249,9 @@ func addSat(a, b time.Duration) time.Duration {
 // stopReason says whether err ends the loop, and with which context error.
 func (p *Policy) stopReason(ctx context.Context, err error, timedOut bool) (Reason, error) {
 	if IsPermanent(err) {
+		if !p.RetryExhausted && IsExhausted(err) {
+			return ReasonExhausted, nil // an inner loop that gave up on a permanent error
+		}
 		return ReasonPermanent, nil
 	}
 	if cerr := ctx.Err(); cerr != nil {
@@ -264,7 +275,10 @@ func (p *Policy) stopReason(ctx context.Context, err error, timedOut bool) (Reas
 		}
 		return 0, nil
 	}
-	if isContextErr(err) {
+	if isContextErr(err) && !(p.RetryExhausted && IsExhausted(err)) {
+		// A context error of the operation's own, not of an inner loop
+		// that RetryExhausted lets this one retry (its attempts may have
+		// run out of their AttemptTimeout).
 		return ReasonPermanent, nil
 	}
 	return 0, nil
@@ -285,9 +299,10 @@ func (p *Policy) giveUp(ctx context.Context, e *Error, start time.Time, waited t
 // Delays returns the waits that p would use, retry by retry: it yields
 // (1, wait before retry 1), (2, wait before retry 2), … with jitter drawn
 // as [Do] draws it, so every iteration gives a fresh sample. The sequence
-// ends after MaxAttempts-1 waits, or as soon as the waits alone would pass
-// MaxElapsed; with [Unlimited] and no MaxElapsed it never ends, so break out
-// of the loop. Waits requested by servers ([After]) are not included. An
+// ends after MaxAttempts-1 waits, or as soon as the waits alone would reach
+// MaxElapsed; with [Unlimited] it ends only then, so with no MaxElapsed, or
+// with [Immediate] (zero waits never add up to it, while Do's attempts take
+// time), it never ends: break out of the loop. Waits requested by servers ([After]) are not included. An
 // invalid policy yields nothing: check [Policy.Validate] first.
 func (p Policy) Delays() iter.Seq2[int, time.Duration] {
 	return func(yield func(int, time.Duration) bool) {
@@ -300,8 +315,8 @@ func (p Policy) Delays() iter.Seq2[int, time.Duration] {
 			d := p.delay(n-1, prev, nil)
 			prev = d
 			if p.MaxElapsed > 0 {
-				if d > p.MaxElapsed-total {
-					return
+				if d >= p.MaxElapsed-total && d > 0 {
+					return // as Do: a wait that ends at the budget leaves no time
 				}
 				total += d
 			}

@@ -84,6 +84,9 @@ type Error struct {
 // Error describes the failure in one line, for example
 // "retry: gave up after 3 attempts in 7.2s (attempts used up): connection refused".
 func (e *Error) Error() string {
+	if e == nil {
+		return "retry: <nil *retry.Error>"
+	}
 	b := make([]byte, 0, 96)
 	b = append(b, "retry: gave up after "...)
 	b = strconv.AppendInt(b, int64(e.Attempts), 10)
@@ -107,11 +110,19 @@ func (e *Error) Error() string {
 }
 
 // Unwrap returns the last attempt's error.
-func (e *Error) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // Is reports whether target is the context error that ended the loop or, for
 // ReasonBudget, ErrBudgetExhausted. The last error is matched through Unwrap.
 func (e *Error) Is(target error) bool {
+	if e == nil {
+		return false
+	}
 	if e.Cause != nil && target == e.Cause {
 		return true
 	}

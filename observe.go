@@ -116,7 +116,7 @@ func (p *Policy) emit(ctx context.Context, e Event) {
 	if p.Observer != nil {
 		p.Observer.Observe(ctx, e)
 	}
-	if p.Logger != nil {
+	if p.Logger != nil && p.Logger.Handler() != nil { // a zero slog.Logger has none: it logs nothing
 		logEvent(ctx, p.Logger, e)
 	}
 }

@@ -83,9 +83,12 @@ type Policy struct {
 	MaxAttempts int
 
 	// MaxElapsed is the total time budget of one Do call, measured from its
-	// start. No wait starts that would end past it: the loop gives up at
-	// once instead. Zero means no time budget (the context may still
-	// have a deadline, which is honoured the same way).
+	// start. No wait starts that would end at or past it: the loop gives up
+	// at once instead. An attempt with an AttemptTimeout is also cut short
+	// where the budget ends; one without runs until the operation returns
+	// or the context ends (the loop cannot stop an operation that ignores
+	// its context). Zero means no time budget (the context may still have
+	// a deadline, which is honoured the same way).
 	MaxElapsed time.Duration
 
 	// AttemptTimeout bounds each attempt with its own context deadline. An
@@ -131,7 +134,8 @@ type Policy struct {
 
 	// Logger, when set, logs each retry at Debug level and giving up at
 	// Error level, with the attempt count, elapsed time, reason and last
-	// error; it is fed the same events as Observer. Nil means no logging.
+	// error; it is fed the same events as Observer. Nil means no logging,
+	// and so does a Logger without a handler (a zero slog.Logger).
 	Logger *slog.Logger
 }
 
