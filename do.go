@@ -249,9 +249,6 @@ func addSat(a, b time.Duration) time.Duration {
 // stopReason says whether err ends the loop, and with which context error.
 func (p *Policy) stopReason(ctx context.Context, err error, timedOut bool) (Reason, error) {
 	if IsPermanent(err) {
-		if !p.RetryExhausted && IsExhausted(err) {
-			return ReasonExhausted, nil // an inner loop that gave up on a permanent error
-		}
 		return ReasonPermanent, nil
 	}
 	if cerr := ctx.Err(); cerr != nil {

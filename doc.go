@@ -98,9 +98,11 @@
 // of 3 layers would be 64 calls on the bottom service. So an error that
 // reports [IsExhausted] (an [*Error] from an inner Do, or any error with a
 // method Exhausted() bool returning true) ends an enclosing loop at once
-// with [ReasonExhausted]: an inner loop of 4 attempts inside an outer loop
-// of 4 makes 4 calls, not 16. Set Policy.RetryExhausted to retry such errors
-// anyway.
+// with [ReasonExhausted] (with ReasonPermanent when it is also marked
+// [Permanent], as the error of an inner loop that gave up on a permanent
+// error is): an inner loop of 4 attempts inside an outer loop of 4 makes 4
+// calls, not 16. Set Policy.RetryExhausted to retry such errors anyway
+// (never a Permanent one).
 //
 // # Concurrency
 //

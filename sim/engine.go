@@ -144,7 +144,7 @@ func (st *state) failed(c *event, t, now int64, hint time.Duration) (next int64,
 	if hint > d {
 		d = hint
 	}
-	if p.MaxElapsed > 0 && d > p.MaxElapsed-time.Duration(t-c.start) {
+	if p.MaxElapsed > 0 && d >= p.MaxElapsed-time.Duration(t-c.start) { // as retry.Do: no time left
 		return 0, stopGaveUp
 	}
 	if st.budget.on && !st.budget.allow(c.c, now) {

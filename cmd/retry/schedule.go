@@ -122,7 +122,7 @@ func schedule(p retry.Policy, samples int, rng *rand.Rand) (rows []scheduleRow, 
 	rows = []scheduleRow{}
 	for i := range retries {
 		lo, hi := p.Bounds(i)
-		if p.MaxElapsed > 0 && lo > p.MaxElapsed-cumMin {
+		if p.MaxElapsed > 0 && lo >= p.MaxElapsed-cumMin { // as retry.Do: a wait ending at the budget is not made
 			break
 		}
 		if i == maxRows {
