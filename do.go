@@ -19,10 +19,10 @@ import (
 // once instead.
 //
 // When op succeeds at the first attempt, Do allocates nothing and reads no
-// clock (a MaxElapsed makes it read the clock once, an AttemptTimeout
-// makes it create the attempt's context, a Budget or Throttle reads the
-// clock once every 64 calls to age its window, and an Observer is called
-// twice: EventAttempt and EventDone).
+// clock (a MaxElapsed makes it read the clock once, twice with an
+// AttemptTimeout, which makes it create the attempt's context; a Budget or
+// Throttle reads the clock once every 64 calls to age its window, and an
+// Observer is called twice: EventAttempt and EventDone).
 //
 // If op panics, the panic propagates to the caller of Do; the attempt's
 // context (with AttemptTimeout) is cancelled first.
