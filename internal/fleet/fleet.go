@@ -81,7 +81,7 @@ type Config struct {
 	// to 1 s, as nothing waits on it.
 	Timeout time.Duration
 	// Logger receives the switches to local and back, and bad data. Nil
-	// means slog.Default().
+	// means slog.Default(), and so does a Logger without a handler.
 	Logger *slog.Logger
 }
 
@@ -107,7 +107,7 @@ func (c *Config) resolve() error {
 	if c.Timeout < 0 || c.Timeout > c.Interval {
 		return fmt.Errorf("%s: sync timeout %v must be positive and at most the interval %v", c.Name, c.Timeout, c.Interval)
 	}
-	if c.Logger == nil {
+	if c.Logger == nil || c.Logger.Handler() == nil { // a zero slog.Logger has no handler
 		c.Logger = slog.Default()
 	}
 	return nil

@@ -37,12 +37,13 @@ func TestConfigResolve(t *testing.T) {
 		{"timeout above interval", Config{Name: "x", Prefix: "p", Timeout: 101 * time.Millisecond}, "at most the interval"},
 		{"negative timeout", Config{Name: "x", Prefix: "p", Timeout: -1}, "must be positive"},
 		{"slow interval", Config{Name: "x", Prefix: "p", Interval: time.Minute, Timeout: time.Second}, ""},
+		{"logger without a handler", Config{Name: "x", Prefix: "p", Logger: &slog.Logger{}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tc.c
 			err := c.resolve()
 			if tc.want == "" {
-				if err != nil || c.Interval < MinInterval || c.Timeout <= 0 || c.Timeout > c.Interval || c.Logger == nil {
+				if err != nil || c.Interval < MinInterval || c.Timeout <= 0 || c.Timeout > c.Interval || c.Logger == nil || c.Logger.Handler() == nil {
 					t.Fatalf("resolve() = %v, %+v", err, c)
 				}
 				return
