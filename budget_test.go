@@ -306,6 +306,7 @@ func TestBudgetConfigRoundTripsOrIsRefused(t *testing.T) {
 		{MinPerSecond: math.MaxFloat64, Window: 10 * time.Second},
 		{MinPerSecond: math.MaxFloat64 / 2, Window: time.Second},
 		{Ratio: math.MaxFloat64, MinPerSecond: 1e300, Window: time.Duration(math.MaxInt64)},
+		{MinPerSecond: math.MaxFloat64, Window: time.Millisecond + 9}, // not a multiple of the 10 slots
 	} {
 		b, err := NewBudget(c)
 		if err != nil {
