@@ -66,8 +66,8 @@ const (
 // attempt that ran out of Policy.AttemptTimeout.
 //
 // Attempt timeout: Policy.AttemptTimeout bounds each attempt up to the
-// arrival of the response headers; the body then stays readable until it
-// is closed. The body of a response about to be retried, which the
+// arrival of the response headers, and ends no later than Policy.MaxElapsed
+// does, as in retry.Do; the body then stays readable until it is closed. The body of a response about to be retried, which the
 // transport reads itself (see below), is read within the same bound, so a
 // server that stalls it cannot hold the call; without an AttemptTimeout,
 // only the request's context bounds that read. An answer that arrives (or
