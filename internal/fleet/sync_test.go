@@ -9,11 +9,20 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/redistest"
 )
+
+// The engine tests run in synctest bubbles, against a real redis-server
+// started outside the bubble: the engine's ticker, sync timeouts and clock
+// and the Budget's and Throttle's clocks are the bubble's, which advances
+// only while every goroutine in it waits. A sync's round trip to the
+// server takes no bubble time, so every sync runs on its tick and the
+// tests end in milliseconds. The server's key TTLs run on real time; they
+// outlast a test, and the engine names slots by bubble time.
 
 // srvStore is a Store over redistest's one-connection-per-command client.
 type srvStore struct {
@@ -91,33 +100,36 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // saw them.
 func TestIntervalLongerThanSlotPushesCounts(t *testing.T) {
 	srv := redistest.Start(t)
-	b, _ := retry.NewBudget(retry.BudgetConfig{Ratio: 1, MinPerSecond: -1, Window: time.Second}) // slot 100 ms
-	th, _ := retry.NewThrottle(retry.ThrottleConfig{Window: time.Second})
-	cfg := Config{Name: "x", Prefix: "slow", Interval: 200 * time.Millisecond, Logger: quiet}
-	eb, err := StartBudget(cfg, srvStore{srv: srv}, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eb.Close()
-	et, err := StartThrottle(cfg, srvStore{srv: srv}, th)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer et.Close()
-	var sent int64
-	for end := time.Now().Add(900 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		b.RecordAttempt()
-		th.Record(true)
-		sent++
-	}
-	time.Sleep(450 * time.Millisecond) // two more syncs
-	// The window is 1 s: the last ~0.9 s of events must be in the store.
-	if a := fieldSum(t, srv, "slow", "budget", "a"); a < sent/2 {
-		t.Errorf("budget: %d first attempts made, the store holds %d", sent, a)
-	}
-	if a, b := fieldSum(t, srv, "slow", "throttle", "a"), fieldSum(t, srv, "slow", "throttle", "b"); a < sent/2 || b < sent/2 {
-		t.Errorf("throttle: %d requests and accepts made, the store holds %d and %d", sent, a, b)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := retry.NewBudget(retry.BudgetConfig{Ratio: 1, MinPerSecond: -1, Window: time.Second}) // slot 100 ms
+		th, _ := retry.NewThrottle(retry.ThrottleConfig{Window: time.Second})
+		cfg := Config{Name: "x", Prefix: "slow", Interval: 200 * time.Millisecond, Logger: quiet}
+		eb, err := StartBudget(cfg, srvStore{srv: srv}, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer eb.Close()
+		et, err := StartThrottle(cfg, srvStore{srv: srv}, th)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer et.Close()
+		var sent int64
+		for end := time.Now().Add(900 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			b.RecordAttempt()
+			th.Record(true)
+			sent++
+		}
+		time.Sleep(450 * time.Millisecond) // two more syncs
+		// In the bubble every sync runs on its tick, none late: every event
+		// must be in the store.
+		if a := fieldSum(t, srv, "slow", "budget", "a"); a != sent {
+			t.Errorf("budget: %d first attempts made, the store holds %d", sent, a)
+		}
+		if a, b := fieldSum(t, srv, "slow", "throttle", "a"), fieldSum(t, srv, "slow", "throttle", "b"); a != sent || b != sent {
+			t.Errorf("throttle: %d requests and accepts made, the store holds %d and %d", sent, a, b)
+		}
+	})
 }
 
 // A sync whose reply is lost after the server ran the script (a reset, a
@@ -126,23 +138,25 @@ func TestIntervalLongerThanSlotPushesCounts(t *testing.T) {
 // other processes' events.
 func TestLostReplyNotCountedTwice(t *testing.T) {
 	srv := redistest.Start(t)
-	var n atomic.Int64
-	st := srvStore{srv: srv, lose: func() bool { return n.Add(1)%2 == 1 }} // every other reply lost, the first included
-	b, _ := retry.NewBudget(retry.BudgetConfig{})
-	e, err := StartBudget(Config{Name: "x", Prefix: "lost", Logger: quiet}, st, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	for range 100 {
-		b.RecordAttempt()
-	}
-	time.Sleep(650 * time.Millisecond)
-	a := fieldSum(t, srv, "lost", "budget", "a")
-	t.Logf("a=%d calls=%d", a, n.Load())
-	if a != 100 {
-		t.Errorf("100 first attempts made, the store counts %d", a)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int64
+		st := srvStore{srv: srv, lose: func() bool { return n.Add(1)%2 == 1 }} // every other reply lost, the first included
+		b, _ := retry.NewBudget(retry.BudgetConfig{})
+		e, err := StartBudget(Config{Name: "x", Prefix: "lost", Logger: quiet}, st, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		for range 100 {
+			b.RecordAttempt()
+		}
+		time.Sleep(650 * time.Millisecond)
+		a := fieldSum(t, srv, "lost", "budget", "a")
+		t.Logf("a=%d calls=%d", a, n.Load())
+		if a != 100 {
+			t.Errorf("100 first attempts made, the store counts %d", a)
+		}
+	})
 }
 
 // A slot field that Lua's tonumber takes for a number but HINCRBY refuses
@@ -157,36 +171,38 @@ func TestForeignCountLikeValueNotWritten(t *testing.T) {
 
 func foreignCountLike(t *testing.T, v string) {
 	srv := redistest.Start(t)
-	win := 100 * time.Second // slot 10 s: the current slot does not change during the test
-	b, _ := retry.NewBudget(retry.BudgetConfig{Window: win})
-	keys := Keys("foreign", "budget", win)
-	k := time.Now().UnixNano() / int64(win/slots)
-	for _, kk := range []int64{k, k + 1} {
-		if _, err := srv.Do("HSET", keys(kk)[0], "b", v); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		win := 100 * time.Second // slot 10 s: the current slot does not change during the test
+		b, _ := retry.NewBudget(retry.BudgetConfig{Window: win})
+		keys := Keys("foreign", "budget", win)
+		k := time.Now().UnixNano() / int64(win/slots)
+		for _, kk := range []int64{k, k + 1} {
+			if _, err := srv.Do("HSET", keys(kk)[0], "b", v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e, err := StartBudget(Config{Name: "x", Prefix: "foreign", Logger: quiet}, srvStore{srv: srv}, b)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	e, err := StartBudget(Config{Name: "x", Prefix: "foreign", Logger: quiet}, srvStore{srv: srv}, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	for range 5 {
-		for range 10 {
-			b.RecordAttempt()
+		defer e.Close()
+		for range 5 {
+			for range 10 {
+				b.RecordAttempt()
+			}
+			b.AllowRetry()
+			time.Sleep(110 * time.Millisecond)
 		}
-		b.AllowRetry()
-		time.Sleep(110 * time.Millisecond)
-	}
-	syncs, failures, _ := e.Stats()
-	if failures > 0 || !e.Shared() {
-		t.Errorf("bad data in the slot made syncs fail: %d failures, %d syncs", failures, syncs)
-	}
-	for _, kk := range []int64{k, k + 1} {
-		if a, _ := srv.Do("HGET", keys(kk)[0], "a"); a != "" {
-			t.Errorf("the slot holding foreign data was written: a = %s", a)
+		syncs, failures, _ := e.Stats()
+		if failures > 0 || !e.Shared() {
+			t.Errorf("bad data in the slot made syncs fail: %d failures, %d syncs", failures, syncs)
 		}
-	}
+		for _, kk := range []int64{k, k + 1} {
+			if a, _ := srv.Do("HGET", keys(kk)[0], "a"); a != "" {
+				t.Errorf("the slot holding foreign data was written: a = %s", a)
+			}
+		}
+	})
 }
 
 // A Budget used before it is shared: its first sync pushed its whole
@@ -194,31 +210,33 @@ func foreignCountLike(t *testing.T, v string) {
 // now, so another process granted retries on first attempts long gone.
 func TestHistoryNotPushed(t *testing.T) {
 	srv := redistest.Start(t)
-	cfg := retry.BudgetConfig{Ratio: 0.1, MinPerSecond: -1, Window: 300 * time.Millisecond}
-	x, _ := retry.NewBudget(cfg)
-	y, _ := retry.NewBudget(cfg)
-	for range 10000 {
-		x.RecordAttempt()
-	}
-	time.Sleep(350 * time.Millisecond) // x's first attempts leave its window
-	ey, err := StartBudget(Config{Name: "y", Prefix: "hist", Logger: quiet}, srvStore{srv: srv}, y)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ey.Close()
-	ex, err := StartBudget(Config{Name: "x", Prefix: "hist", Logger: quiet}, srvStore{srv: srv}, x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ex.Close()
-	if !waitForSyncs(ex, 2) || !waitForSyncs(ey, 2) {
-		t.Fatal("no syncs")
-	}
-	// Nobody made a first attempt in the window: with no floor, a retry
-	// is refused, as one ideal shared Budget would.
-	if a := fieldSum(t, srv, "hist", "budget", "a"); a != 0 || y.AllowRetry() {
-		t.Errorf("the store holds %d first attempts made before sharing; y granted a retry: %v", a, a != 0)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		cfg := retry.BudgetConfig{Ratio: 0.1, MinPerSecond: -1, Window: 300 * time.Millisecond}
+		x, _ := retry.NewBudget(cfg)
+		y, _ := retry.NewBudget(cfg)
+		for range 10000 {
+			x.RecordAttempt()
+		}
+		time.Sleep(350 * time.Millisecond) // x's first attempts leave its window
+		ey, err := StartBudget(Config{Name: "y", Prefix: "hist", Logger: quiet}, srvStore{srv: srv}, y)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ey.Close()
+		ex, err := StartBudget(Config{Name: "x", Prefix: "hist", Logger: quiet}, srvStore{srv: srv}, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ex.Close()
+		if !waitForSyncs(ex, 2) || !waitForSyncs(ey, 2) {
+			t.Fatal("no syncs")
+		}
+		// Nobody made a first attempt in the window: with no floor, a retry
+		// is refused, as one ideal shared Budget would.
+		if a := fieldSum(t, srv, "hist", "budget", "a"); a != 0 || y.AllowRetry() {
+			t.Errorf("the store holds %d first attempts made before sharing; y granted a retry: %v", a, a != 0)
+		}
+	})
 }
 
 // A store down when sharing starts: what is counted until it is back is
@@ -226,68 +244,72 @@ func TestHistoryNotPushed(t *testing.T) {
 // pushed at once, dated then, into one slot.
 func TestStoreDownAtStartNotPushedLate(t *testing.T) {
 	srv := redistest.Start(t)
-	cfg := retry.BudgetConfig{Ratio: 0.1, MinPerSecond: -1, Window: 300 * time.Millisecond}
-	x, _ := retry.NewBudget(cfg)
-	y, _ := retry.NewBudget(cfg)
-	var down atomic.Bool
-	down.Store(true)
-	ex, err := StartBudget(Config{Name: "x", Prefix: "down", Logger: quiet}, srvStore{srv: srv, down: &down}, x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ex.Close()
-	for range 10000 {
-		x.RecordAttempt()
-	}
-	time.Sleep(500 * time.Millisecond) // longer than an interval plus max(slot, interval), and than the window
-	ey, err := StartBudget(Config{Name: "y", Prefix: "down", Logger: quiet}, srvStore{srv: srv}, y)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ey.Close()
-	down.Store(false)
-	if !waitForSyncs(ex, 2) || !waitForSyncs(ey, 2) {
-		t.Fatal("no syncs")
-	}
-	if a := fieldSum(t, srv, "down", "budget", "a"); a != 0 || y.AllowRetry() {
-		t.Errorf("the store holds %d first attempts made while it was down, long gone; y granted a retry: %v", a, a != 0)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		cfg := retry.BudgetConfig{Ratio: 0.1, MinPerSecond: -1, Window: 300 * time.Millisecond}
+		x, _ := retry.NewBudget(cfg)
+		y, _ := retry.NewBudget(cfg)
+		var down atomic.Bool
+		down.Store(true)
+		ex, err := StartBudget(Config{Name: "x", Prefix: "down", Logger: quiet}, srvStore{srv: srv, down: &down}, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ex.Close()
+		for range 10000 {
+			x.RecordAttempt()
+		}
+		time.Sleep(500 * time.Millisecond) // longer than an interval plus max(slot, interval), and than the window
+		ey, err := StartBudget(Config{Name: "y", Prefix: "down", Logger: quiet}, srvStore{srv: srv}, y)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ey.Close()
+		down.Store(false)
+		if !waitForSyncs(ex, 2) || !waitForSyncs(ey, 2) {
+			t.Fatal("no syncs")
+		}
+		if a := fieldSum(t, srv, "down", "budget", "a"); a != 0 || y.AllowRetry() {
+			t.Errorf("the store holds %d first attempts made while it was down, long gone; y granted a retry: %v", a, a != 0)
+		}
+	})
 }
 
 // Sharing a Budget again after Close continues from what its first share
 // pushed: nothing counted twice, nothing counted from before a share.
 func TestReshareContinues(t *testing.T) {
 	srv := redistest.Start(t)
-	b, _ := retry.NewBudget(retry.BudgetConfig{Window: 10 * time.Second})
-	record := func(n int) {
-		for range n {
-			b.RecordAttempt()
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := retry.NewBudget(retry.BudgetConfig{Window: 10 * time.Second})
+		record := func(n int) {
+			for range n {
+				b.RecordAttempt()
+			}
 		}
-	}
-	cfg := Config{Name: "x", Prefix: "reshare", Logger: quiet}
-	record(100) // before sharing: not pushed
-	e, err := StartBudget(cfg, srvStore{srv: srv}, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	record(50)
-	if !waitForSyncs(e, 2) {
-		t.Fatal("no syncs")
-	}
-	e.Close()
-	record(20) // between two shares: not pushed
-	e, err = StartBudget(cfg, srvStore{srv: srv}, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	record(25)
-	if !waitForSyncs(e, 2) {
-		t.Fatal("no syncs")
-	}
-	if a := fieldSum(t, srv, "reshare", "budget", "a"); a != 75 {
-		t.Errorf("75 first attempts made while shared, the store counts %d", a)
-	}
+		cfg := Config{Name: "x", Prefix: "reshare", Logger: quiet}
+		record(100) // before sharing: not pushed
+		e, err := StartBudget(cfg, srvStore{srv: srv}, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		record(50)
+		if !waitForSyncs(e, 2) {
+			t.Fatal("no syncs")
+		}
+		e.Close()
+		record(20) // between two shares: not pushed
+		e, err = StartBudget(cfg, srvStore{srv: srv}, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		record(25)
+		if !waitForSyncs(e, 2) {
+			t.Fatal("no syncs")
+		}
+		if a := fieldSum(t, srv, "reshare", "budget", "a"); a != 75 {
+			t.Errorf("75 first attempts made while shared, the store counts %d", a)
+		}
+	})
 }
 
 // waitForSyncs waits up to a second for n more successful syncs of e.
