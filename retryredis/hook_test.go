@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -75,19 +76,23 @@ func TestINCRThroughFaults(t *testing.T) {
 
 	t.Run("go-redis defaults", func(t *testing.T) {
 		px := faultproxy.Start(t, srv.Addr(), cfg)
-		c := redis.NewClient(&redis.Options{Addr: px.Addr()}) // MaxRetries 3, 10 ms .. 1 s
-		defer c.Close()
-		failed := 0
-		for range calls {
-			if err := c.Incr(ctx, "plain").Err(); err != nil {
-				failed++
+		// go-redis's own backoff waits (10 ms .. 1 s each) run on the
+		// bubble's clock: the same calls, without seconds of real sleep.
+		synctest.Test(t, func(t *testing.T) {
+			c := redis.NewClient(&redis.Options{Addr: px.Addr()}) // MaxRetries 3, 10 ms .. 1 s
+			defer c.Close()
+			failed := 0
+			for range calls {
+				if err := c.Incr(ctx, "plain").Err(); err != nil {
+					failed++
+				}
 			}
-		}
-		v, _ := srv.Do("GET", "plain")
-		t.Logf("go-redis defaults: %d INCR calls, %d failed, counter %s (proxy reset %d)", calls, failed, v, px.Resets())
-		if atoi(t, v) <= calls {
-			t.Fatalf("counter %s: expected go-redis's own retries to overshoot %d", v, calls)
-		}
+			v, _ := srv.Do("GET", "plain")
+			t.Logf("go-redis defaults: %d INCR calls, %d failed, counter %s (proxy reset %d)", calls, failed, v, px.Resets())
+			if atoi(t, v) <= calls {
+				t.Fatalf("counter %s: expected go-redis's own retries to overshoot %d", v, calls)
+			}
+		})
 	})
 
 	t.Run("retrykit", func(t *testing.T) {

@@ -43,7 +43,7 @@ func bin(t testing.TB) string {
 			return
 		}
 		retryBin = filepath.Join(binTempDir, "retry")
-		if out, err := exec.Command("go", "build", "-o", retryBin, ".").CombinedOutput(); err != nil {
+		if out, err := exec.Command("go", "build", "-ldflags", "-X main.killGraceOverride="+testKillGrace.String(), "-o", retryBin, ".").CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	})
@@ -98,6 +98,10 @@ func runRetry(t *testing.T, stdin string, args ...string) result {
 	}
 	return r
 }
+
+// testKillGrace is the SIGTERM-to-SIGKILL grace period of the binary
+// the tests build (2 s in a release build; see killGrace).
+const testKillGrace = 300 * time.Millisecond
 
 var fast = []string{"--initial", "10ms", "--jitter", "none"}
 

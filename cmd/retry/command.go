@@ -43,8 +43,20 @@ func parseExitCodes(s string) (map[int]bool, error) {
 }
 
 // killGrace is how long a command that overran --attempt-timeout has
-// between SIGTERM and SIGKILL.
-const killGrace = 2 * time.Second
+// between SIGTERM and SIGKILL: 2 s. The tests build the binary with a
+// shorter one (-ldflags -X main.killGraceOverride=300ms), so as not to
+// wait for it; a release build has no way to change it.
+var killGrace = 2 * time.Second
+
+// killGraceOverride, when set at link time to a positive duration, replaces
+// killGrace. Empty in every build but the tests'.
+var killGraceOverride string
+
+func init() {
+	if d, err := time.ParseDuration(killGraceOverride); err == nil && d > 0 {
+		killGrace = d
+	}
+}
 
 // cmdStatus is an attempt's non-zero exit status.
 type cmdStatus struct {

@@ -178,6 +178,9 @@ func TestAttemptTimeoutStopsProcessGroup(t *testing.T) {
 				} else {
 					r := runRetry(t, "", a...)
 					code, out = r.code, r.stderr
+					if ignoresTERM && r.took < 300*time.Millisecond+testKillGrace {
+						t.Errorf("SIGKILL came %v after the start; want the attempt timeout and then the grace period (%v)", r.took, testKillGrace)
+					}
 				}
 				pid := readPID(t, pidFile)
 				if st := procState(pid); st != "" && st != "Z" {
