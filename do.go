@@ -86,7 +86,7 @@ func run(ctx context.Context, p *Policy, op func(context.Context) error) error {
 		if err = op(ctx); err == nil {
 			return nil
 		}
-	} else if err, timedOut = p.attempt(ctx, op, 1, start); err == nil {
+	} else if err, timedOut = p.attempt(ctx, op, 1, start, 0); err == nil {
 		if p.Observer != nil {
 			p.Observer.Observe(ctx, Event{Kind: EventDone, Attempt: 1, MaxAttempts: p.maxAttempts()})
 		}
@@ -103,12 +103,13 @@ func (p *Policy) plain() bool {
 }
 
 // attempt makes attempt number n, through the Throttle and Budget if set,
-// and reports it to the Observer. timedOut reports that the attempt's own
-// AttemptTimeout expired while ctx was still alive.
-func (p *Policy) attempt(ctx context.Context, op func(context.Context) error, n int, start time.Time) (err error, timedOut bool) {
+// and reports it to the Observer; waited is the sum of the waits before it.
+// timedOut reports that the attempt's own AttemptTimeout expired while ctx
+// was still alive.
+func (p *Policy) attempt(ctx context.Context, op func(context.Context) error, n int, start time.Time, waited time.Duration) (err error, timedOut bool) {
 	if p.Throttle != nil && !p.Throttle.allow() {
 		if p.Observer != nil {
-			p.Observer.Observe(ctx, Event{Kind: EventThrottled, Attempt: n, MaxAttempts: p.maxAttempts(), Err: ErrThrottled})
+			p.Observer.Observe(ctx, Event{Kind: EventThrottled, Attempt: n, MaxAttempts: p.maxAttempts(), Err: ErrThrottled, Waited: waited})
 		}
 		return ErrThrottled, false
 	}
@@ -116,10 +117,10 @@ func (p *Policy) attempt(ctx context.Context, op func(context.Context) error, n 
 		p.Budget.record(n > 1)
 	}
 	if p.AttemptTimeout > 0 {
-		err, timedOut = p.timedAttempt(ctx, op, n, start)
+		err, timedOut = p.timedAttempt(ctx, op, n, start, waited)
 	} else {
 		if p.Observer != nil {
-			p.Observer.Observe(ctx, Event{Kind: EventAttempt, Attempt: n, MaxAttempts: p.maxAttempts()})
+			p.Observer.Observe(ctx, Event{Kind: EventAttempt, Attempt: n, MaxAttempts: p.maxAttempts(), Waited: waited})
 		}
 		err = op(ctx)
 	}
@@ -132,7 +133,7 @@ func (p *Policy) attempt(ctx context.Context, op func(context.Context) error, n 
 // timedAttempt calls op under a child of ctx bounded by AttemptTimeout, and
 // by what is left of MaxElapsed (from start) when that is less, cancelled
 // on every path out, a panic included.
-func (p *Policy) timedAttempt(ctx context.Context, op func(context.Context) error, n int, start time.Time) (err error, timedOut bool) {
+func (p *Policy) timedAttempt(ctx context.Context, op func(context.Context) error, n int, start time.Time, waited time.Duration) (err error, timedOut bool) {
 	d := p.AttemptTimeout
 	if p.MaxElapsed > 0 {
 		d = min(d, max(p.MaxElapsed-time.Since(start), 1))
@@ -140,7 +141,7 @@ func (p *Policy) timedAttempt(ctx context.Context, op func(context.Context) erro
 	actx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	if p.Observer != nil {
-		p.Observer.Observe(actx, Event{Kind: EventAttempt, Attempt: n, MaxAttempts: p.maxAttempts()})
+		p.Observer.Observe(actx, Event{Kind: EventAttempt, Attempt: n, MaxAttempts: p.maxAttempts(), Waited: waited})
 	}
 	err = op(actx)
 	return err, err != nil && actx.Err() == context.DeadlineExceeded && ctx.Err() == nil
@@ -227,7 +228,7 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 			return fail(ReasonContext, cerr)
 		}
 		waited = addSat(waited, d)
-		err, timedOut = p.attempt(ctx, op, n+1, start)
+		err, timedOut = p.attempt(ctx, op, n+1, start, waited)
 		if err == nil {
 			if p.Observer != nil {
 				p.Observer.Observe(ctx, Event{Kind: EventDone, Attempt: n + 1, MaxAttempts: maxAttempts, Waited: waited})

@@ -57,7 +57,7 @@ type Event struct {
 	MaxAttempts int           // the policy's attempt limit, or Unlimited
 	Err         error         // EventRetry, EventThrottled, EventBudgetRefused: the attempt's error; EventDone: nil or the *Error
 	Delay       time.Duration // EventRetry: the wait about to start
-	Waited      time.Duration // time spent waiting between attempts so far (EventDone: in the whole call, a wait the context cut short included)
+	Waited      time.Duration // the waits so far: before the attempt (EventAttempt, EventThrottled), before the failed attempt (EventRetry, EventBudgetRefused: Delay not included), in the whole call (EventDone, a wait the context cut short included)
 	Elapsed     time.Duration // EventRetry, EventBudgetRefused, EventDone after a failure: time since the call started (see Error.Elapsed)
 	Reason      Reason        // EventDone: why the loop gave up; zero on success
 }

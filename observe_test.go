@@ -271,3 +271,42 @@ func TestWaitedLeavesOutTheObserversTime(t *testing.T) {
 		}
 	})
 }
+
+// Every event's Waited is the sum of the waits before it: an attempt's,
+// sent or throttled, counts the waits before that attempt, and so do the
+// attempt's EventRetry (its Delay not included); EventDone counts them all.
+// With and without an AttemptTimeout (which reports EventAttempt from its
+// own path).
+func TestWaitedOnEveryEvent(t *testing.T) {
+	for _, timeout := range []time.Duration{0, time.Minute} {
+		synctest.Test(t, func(t *testing.T) {
+			th, _ := retry.NewThrottle(retry.ThrottleConfig{})
+			var r recorder
+			p := retry.Policy{Initial: time.Second, Jitter: retry.NoJitter, MaxAttempts: 4, Throttle: th,
+				AttemptTimeout: timeout, Observer: &r}
+			calls := 0
+			retry.Do(t.Context(), p, func(context.Context) error {
+				if calls++; calls == 2 {
+					th.SetFleet(1<<40, 0) // from now on every attempt is rejected locally
+				}
+				return errTransient
+			})
+			// waits 1 s, 2 s, 4 s before attempts 2, 3, 4; attempts 3 and 4 throttled.
+			want := []struct {
+				kind   retry.EventKind
+				waited time.Duration
+			}{
+				{att, 0}, {rtr, 0}, {att, time.Second}, {rtr, time.Second},
+				{thr, 3 * time.Second}, {rtr, 3 * time.Second}, {thr, 7 * time.Second}, {done, 7 * time.Second},
+			}
+			if len(r.events) != len(want) {
+				t.Fatalf("AttemptTimeout %v: kinds %v, want %d events", timeout, r.kinds(), len(want))
+			}
+			for i, w := range want {
+				if e := r.events[i]; e.Kind != w.kind || e.Waited != w.waited {
+					t.Errorf("AttemptTimeout %v: event %d: %v with Waited %v, want %v with %v", timeout, i, e.Kind, e.Waited, w.kind, w.waited)
+				}
+			}
+		})
+	}
+}

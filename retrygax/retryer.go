@@ -256,10 +256,10 @@ func (r *retryer) Retry(err error) (time.Duration, bool) {
 		// Rejected locally: the attempt counts, nothing is sent, and the
 		// loop goes on as after any failure.
 		err = retry.ErrThrottled
-		r.emit(retry.Event{Kind: retry.EventThrottled, Attempt: r.n, Err: err})
+		r.emit(retry.Event{Kind: retry.EventThrottled, Attempt: r.n, Err: err, Waited: r.waited + total})
 	}
 	r.waited = addSat(r.waited, total)
-	r.emit(retry.Event{Kind: retry.EventAttempt, Attempt: r.n})
+	r.emit(retry.Event{Kind: retry.EventAttempt, Attempt: r.n, Waited: r.waited})
 	return total, true
 }
 

@@ -185,6 +185,7 @@ func TestObserverEvents(t *testing.T) {
 	var (
 		mu     sync.Mutex
 		events []string
+		all    []retry.Event
 	)
 	p := fast
 	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
@@ -195,6 +196,7 @@ func TestObserverEvents(t *testing.T) {
 			s += "(ok)"
 		}
 		events = append(events, s)
+		all = append(all, e)
 	})
 	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
 	if _, err := getInstance(t.Context(), c); err != nil {
@@ -203,6 +205,13 @@ func TestObserverEvents(t *testing.T) {
 	want := []string{"attempt", "retry", "attempt", "done(ok)"}
 	if !slices.Equal(events, want) {
 		t.Fatalf("events = %v, want %v", events, want)
+	}
+	// Waited: none before the first attempt and its retry; the retry's
+	// Delay before the second attempt (reported as the retry is granted)
+	// and in the whole call.
+	if d := all[1].Delay; all[0].Waited != 0 || all[1].Waited != 0 || all[2].Waited != d || all[3].Waited != d {
+		t.Fatalf("Waited %v, %v, %v, %v with a Delay of %v: want 0, 0, Delay, Delay",
+			all[0].Waited, all[1].Waited, all[2].Waited, all[3].Waited, d)
 	}
 }
 

@@ -365,7 +365,7 @@ func (s *stream) episode(ferr error, throttled bool, probe func(*attempt) error)
 			case e.Kind == retry.EventAttempt && e.Attempt > 1:
 				gated, allowed = e.Attempt, t.Allow()
 				if !allowed {
-					e = retry.Event{Kind: retry.EventThrottled, Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, Err: retry.ErrThrottled}
+					e = retry.Event{Kind: retry.EventThrottled, Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, Err: retry.ErrThrottled, Waited: e.Waited}
 				}
 			}
 			if obs != nil {

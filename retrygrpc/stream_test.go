@@ -919,6 +919,9 @@ func TestStreamThrottledAttemptReportedAsUnary(t *testing.T) {
 				name += "(throttled)"
 				th.SetFleet(0, 1<<40) // let the next attempt through
 			}
+			if e.Waited > 0 {
+				name += "+waited" // after a wait: Waited carried over as retry.Do does
+			}
 			events = append(events, name)
 		})
 		fail := func(n int) bool {
