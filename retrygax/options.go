@@ -27,11 +27,11 @@ func (f optionFunc) apply(c *config) { f(c) }
 // did not process). The client reports them too, possibly after the
 // server applied the call: UNAVAILABLE for a connection lost before the
 // answer came, RESOURCE_EXHAUSTED for a response larger than
-// grpc.MaxCallRecvMsgSize. gax shows a Retryer neither the response
-// headers nor the connection, so WithPolicy retries both; over
-// retrygrpc.DialOptions the response over the limit is not retried (see
-// WithPolicy). Put WithPolicy on the methods that are safe to repeat. OK
-// and codes outside 0..16 are ignored.
+// grpc.MaxCallRecvMsgSize. WithPolicy does not retry the second (its
+// attempt received response headers: see WithPolicy), but gax shows a
+// Retryer nothing of the connection, so it retries the first. Put
+// WithPolicy on the methods that are safe to repeat. OK and codes outside
+// 0..16 are ignored.
 func WithCodes(cs ...codes.Code) Option {
 	return optionFunc(func(c *config) {
 		c.codes, c.codesSet = 0, true

@@ -78,10 +78,31 @@ type soakResult struct {
 // within their budget, no POST without a key takes effect twice, bodies
 // arrive identical, nothing leaks.
 func TestSoak(t *testing.T) {
-	requests, clients := 10000, 200
+	requests := 10000
 	if testing.Short() {
 		requests = 2000
 	}
+	soak(t, requests, false)
+}
+
+// TestSoakSeesDuplicates is the soak's control: with RetryNonIdempotent the
+// transport resends POSTs without a key after faults that may follow the
+// side effect, and the soak must count POSTs that took effect twice, or it
+// could not see the duplicates TestSoak promises there are none of.
+func TestSoakSeesDuplicates(t *testing.T) {
+	if dup := soak(t, 2000, true); dup == 0 {
+		t.Fatal("with RetryNonIdempotent, no POST without key took effect twice: the soak cannot see duplicates")
+	} else {
+		t.Logf("with RetryNonIdempotent: %d POSTs without key took effect more than once", dup)
+	}
+}
+
+// soak runs the soak with requests requests and returns how many POSTs
+// without a key took effect more than once. With retryNonIdempotent (the
+// control) such POSTs are retried and their duplicates are counted, not
+// reported as errors.
+func soak(t *testing.T, requests int, retryNonIdempotent bool) (duplicated int) {
+	const clients = 200
 	const budget = 15 * time.Second // per request
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
@@ -114,8 +135,9 @@ func TestSoak(t *testing.T) {
 				}
 			}),
 		},
-		MaxRetryAfter:   50 * time.Millisecond,
-		MaxBufferedBody: 64 << 10,
+		MaxRetryAfter:      50 * time.Millisecond,
+		MaxBufferedBody:    64 << 10,
+		RetryNonIdempotent: retryNonIdempotent,
 	}
 	client := &http.Client{Transport: tr}
 
@@ -239,6 +261,12 @@ func TestSoak(t *testing.T) {
 		}
 		switch r.kind {
 		case soakPOSTNoKey:
+			if n := effects["id:"+id]; n > 1 {
+				duplicated++
+			}
+			if retryNonIdempotent {
+				continue // the control: resent after any fault
+			}
 			// Sent again only after a 429 (refused unprocessed).
 			for _, g := range got[:len(got)-1] {
 				if !refused(g.Fault) {
@@ -272,6 +300,7 @@ func TestSoak(t *testing.T) {
 		t.Logf("soak: %-15s %5d ok, %4d failed", soakKindNames[k], okBy[k], failBy[k])
 	}
 	t.Logf("soak: %d of %d succeeded (idempotent: %d of %d); failed POSTs without key met a fault and were, by design, not retried", ok, requests, idemOK, idemAll)
+	return duplicated
 }
 
 // soakOne sends request i and reports how it ended.
