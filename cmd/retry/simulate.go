@@ -156,6 +156,14 @@ func (o *simOptions) scenarios() ([]string, []sim.Scenario, error) {
 			return nil, nil, bad("--%s %v is over the simulator's maximum %v", d.name, d.v, sim.MaxDuration)
 		}
 	}
+	// The simulator reads a zero delay as its default: refuse it rather
+	// than run with 10ms or 2ms unasked.
+	if o.latency == 0 {
+		return nil, nil, bad("--latency 0 would mean the default (%v); give a positive delay (1ns for almost none)", sim.DefaultLatency)
+	}
+	if o.latencySD == 0 {
+		return nil, nil, bad("--latency-sd 0 would mean the default (%v); give a positive value (1ns for almost none)", sim.DefaultLatencySD)
+	}
 	var budget *retry.BudgetConfig
 	if o.budget != "none" {
 		budget = &retry.BudgetConfig{Ratio: o.budgetRatio, MinPerSecond: o.budgetFloor, Window: o.budgetWindow}
@@ -183,6 +191,9 @@ func (o *simOptions) scenarios() ([]string, []sim.Scenario, error) {
 	p, err := o.policy.policy()
 	if err != nil {
 		return nil, nil, err
+	}
+	if o.compare != "" && o.policy.changed("jitter") {
+		return nil, nil, bad("--jitter and --compare both given: --compare names the strategies to run")
 	}
 	names := strings.Split(o.compare, ",")
 	if o.compare == "" {
@@ -259,6 +270,12 @@ func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) e
 			return err
 		}
 	}
+	if csvFile != nil && plotFile != nil && sameFile(csvFile.f, plotFile.f) {
+		// One file under two names (a path, a link): the plot would
+		// overwrite the CSV.
+		abandon()
+		return usageError{fmt.Errorf("simulate: --csv %q and --out %q name the same file", o.csv, o.out)}
+	}
 	done := false
 	defer func() {
 		if !done {
@@ -296,15 +313,9 @@ func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) e
 			}
 		}
 	}()
-	if o.format == "json" {
-		err = writeJSON(stdout, res)
-	} else {
-		err = writeTable(stdout, res)
-	}
-	if err != nil {
-		return err
-	}
 	done = true // from here on the files are written
+	// The files first: they are complete even when the table's reader
+	// goes away (a closed pipe ends the process at once).
 	if csvFile != nil {
 		if err := writeOutput(csvFile, func(w io.Writer) error { return writeCSV(w, res) }); err != nil {
 			return err
@@ -322,7 +333,20 @@ func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) e
 			return err
 		}
 	}
-	return nil
+	if o.format == "json" {
+		return writeJSON(stdout, res)
+	}
+	return writeTable(stdout, res)
+}
+
+// sameFile reports whether a and b are open on the same file.
+func sameFile(a, b *os.File) bool {
+	fa, err := a.Stat()
+	if err != nil {
+		return false
+	}
+	fb, err := b.Stat()
+	return err == nil && os.SameFile(fa, fb)
 }
 
 // writeOutput truncates f, writes it with write and closes it.

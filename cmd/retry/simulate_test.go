@@ -133,6 +133,11 @@ func TestSimulateBadInput(t *testing.T) {
 		{"--max-memory", []string{"--clients", "10000000", "--max-memory", "64MiB"}},
 		{"--max-memory", []string{"--clients", "2000000000"}},
 		{"--clients", []string{"--clients", "2600", "--capacity", "1", "--slot", "1000h", "--initial", "1000h", "--max-delay", "1000h", "--attempts", "-1"}},
+		// Zero would silently mean the simulator's default.
+		{"--latency 0", []string{"--model", "contention", "--latency", "0"}},
+		{"--latency-sd 0", []string{"--model", "contention", "--latency-sd", "0"}},
+		// --compare names the strategies: a --jitter beside it would be ignored.
+		{"--jitter and --compare", []string{"--jitter", "full", "--compare", "none,equal"}},
 	} {
 		start := time.Now()
 		_, _, err := simulate(t, c.args...)
@@ -352,5 +357,32 @@ func TestOutputThroughDanglingSymlink(t *testing.T) {
 	o.f.Close()
 	if b, err := os.ReadFile(target); err != nil || string(b) != "x" {
 		t.Fatalf("target %q, %v; want x", b, err)
+	}
+}
+
+// --csv and --out naming one file in two ways (a relative and an absolute
+// path, a link and its target) are refused before the run: the plot would
+// overwrite the CSV. A file that existed is left as it was.
+func TestSimulateCSVAndOutSameFile(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.WriteFile("b.svg", []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("b.svg", "link.svg"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range [][2]string{{filepath.Join(dir, "a.svg"), "a.svg"}, {"link.svg", "b.svg"}} {
+		_, _, err := simulate(t, "--clients", "100", "--csv", c[0], "--out", c[1])
+		var ue interface{ ExitCode() int }
+		if !errors.As(err, &ue) || ue.ExitCode() != exitUsage || !strings.Contains(err.Error(), "same file") {
+			t.Errorf("--csv %s --out %s: %v; want the usage error naming the same file", c[0], c[1], err)
+		}
+	}
+	if _, err := os.Stat("a.svg"); !os.IsNotExist(err) {
+		t.Errorf("a.svg, created for the refused run, was left behind (%v)", err)
+	}
+	if b, _ := os.ReadFile("b.svg"); string(b) != "precious" {
+		t.Errorf("b.svg holds %q after the refused run", b)
 	}
 }
