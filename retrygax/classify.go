@@ -1,6 +1,7 @@
 package retrygax
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"strings"
@@ -99,4 +100,29 @@ func addJitter(d time.Duration) time.Duration {
 		return 1<<63 - 1
 	}
 	return d + j
+}
+
+// contextCause returns the context error behind err, an attempt's error
+// that is not retried: the context's own error (REST), or, from gRPC,
+// CANCELLED or DEADLINE_EXCEEDED, with which grpc-go ends an attempt whose
+// context ended (a Retryer sees no context: a server's own CANCELLED or
+// DEADLINE_EXCEEDED is read the same way). Nil for anything else.
+func contextCause(err error) error {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return context.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		return context.DeadlineExceeded
+	}
+	var gerr *googleapi.Error
+	if errors.As(err, &gerr) {
+		return nil // REST: its status (a 504, say) maps to a gRPC code, not a context's end
+	}
+	switch status.Code(err) {
+	case codes.Canceled:
+		return context.Canceled
+	case codes.DeadlineExceeded:
+		return context.DeadlineExceeded
+	}
+	return nil
 }

@@ -54,7 +54,10 @@ import (
 // start of the call), Retryable (consulted after the rules above, which it
 // cannot widen), Budget (each call counts as a first attempt, each retry
 // asks the budget) and Throttle (asked before each retry; a rejected retry
-// costs an attempt and a wait, as in retry.Do, without a request). A
+// costs an attempt and a wait, as in retry.Do, without a request, the wait
+// being added to the next granted one; when the Throttle rejects every
+// attempt left, the call ends at once, without those waits, as gax cannot
+// be told to wait and then stop). A
 // Retryer gets no context: a wait that would pass the context's deadline
 // is not refused in advance (gax's sleep ends at the deadline and gax
 // returns the context's error), and AttemptTimeout is not applied (use
@@ -74,6 +77,15 @@ import (
 // gax.WithGRPCOptions replaces the gRPC options, they are not seen (put
 // the Throttle on the REST client's HTTP transport instead: a
 // retryhttp.Transport with MaxAttempts 1).
+//
+// An attempt that ended with the call's context, and is not retried (the
+// context's error over REST; over gRPC, CANCELLED or DEADLINE_EXCEEDED,
+// which a Retryer cannot tell from a server's own), gives up with
+// ReasonContext and the context error as Cause, as in retry.Do. A
+// context that had ended before the call still counts the first attempt
+// with the Budget and tells the Observer EventAttempt: WithPolicy is
+// applied before gax looks at the context. Without MaxElapsed, Elapsed is
+// measured from the first failure, as retry.Do measures Error.Elapsed.
 //
 // A Retryer gets no context either: when the context ends during gax's
 // wait, gax returns its error without asking the Retryer again, so the
@@ -141,8 +153,8 @@ func (o *policyOption) Resolve(s *gax.CallSettings) {
 		p.Observer.Observe(context.Background(), retry.Event{Kind: retry.EventAttempt, Attempt: 1, MaxAttempts: o.maxAttempts})
 	}
 	r := &retryer{o: o, n: 1}
-	if p.MaxElapsed > 0 || p.Throttle != nil || p.Observer != nil {
-		r.start = time.Now()
+	if p.MaxElapsed > 0 {
+		r.start = time.Now() // else from the first failure, as retry.Do measures Error.Elapsed
 	}
 	s.Retry = func() gax.Retryer { return r }
 	// The gRPC attempt's response headers, if any arrived, commit the call
@@ -211,6 +223,9 @@ func (r *retryer) Retry(err error) (time.Duration, bool) {
 	case v.exhausted && !p.RetryExhausted:
 		return r.giveUp(err, retry.ReasonExhausted, elapsed)
 	case !v.retry:
+		if cause := contextCause(err); cause != nil {
+			return r.giveUpCause(err, retry.ReasonContext, cause, elapsed)
+		}
 		return r.giveUp(err, retry.ReasonPermanent, elapsed)
 	case committed:
 		// The server's application answered with headers: the call may
@@ -264,8 +279,14 @@ func (r *retryer) Retry(err error) (time.Duration, bool) {
 }
 
 func (r *retryer) giveUp(err error, reason retry.Reason, elapsed time.Duration) (time.Duration, bool) {
+	return r.giveUpCause(err, reason, nil, elapsed)
+}
+
+// giveUpCause is giveUp with the context error that ended the call, for
+// ReasonContext.
+func (r *retryer) giveUpCause(err error, reason retry.Reason, cause error, elapsed time.Duration) (time.Duration, bool) {
 	if r.o.p.Observer != nil {
-		e := &retry.Error{Attempts: r.n, Elapsed: elapsed, Reason: reason, Err: err}
+		e := &retry.Error{Attempts: r.n, Elapsed: elapsed, Reason: reason, Err: err, Cause: cause}
 		r.emit(retry.Event{Kind: retry.EventDone, Attempt: r.n, Err: e, Reason: reason, Waited: r.waited, Elapsed: elapsed})
 	}
 	return 0, false

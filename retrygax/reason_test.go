@@ -1,0 +1,96 @@
+package retrygax_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/googleapis/gax-go/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retrygax"
+)
+
+// doneEvents keeps the EventDone and the first EventRetry a call reports.
+type doneEvents struct {
+	mu          sync.Mutex
+	done, retry *retry.Event
+}
+
+func (d *doneEvents) Observe(_ context.Context, e retry.Event) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case e.Kind == retry.EventDone:
+		d.done = &e
+	case e.Kind == retry.EventRetry && d.retry == nil:
+		d.retry = &e
+	}
+}
+
+// A call whose context ends during an attempt gives up with ReasonContext
+// and the context's error, as retry.Do does, not as a permanent failure
+// (retryotel's retry.reason would say "permanent" for every gax timeout).
+func TestContextEndReportedAsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	c := grpcClient(t, &fakeRedis{script: func(int) error {
+		cancel()
+		time.Sleep(50 * time.Millisecond) // the client sees its context end first
+		return status.Error(codes.Unavailable, "down")
+	}})
+	var d doneEvents
+	p := fast
+	p.Observer = &d
+	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+	if _, err := getInstance(ctx, c); status.Code(err) != codes.Canceled {
+		t.Fatalf("err %v, want CANCELLED", err)
+	}
+	if d.done == nil || d.done.Reason != retry.ReasonContext || !errors.Is(d.done.Err, context.Canceled) {
+		t.Fatalf("EventDone %+v: want ReasonContext and an error matching context.Canceled", d.done)
+	}
+}
+
+// A REST status the caller chose not to retry is a permanent failure even
+// when its gRPC mapping is DEADLINE_EXCEEDED (504) or CANCELLED (499).
+func TestRESTGatewayTimeoutNotAContextEnd(t *testing.T) {
+	for _, code := range []int{504, 499} {
+		var calls atomic.Int32
+		c := restClient(t, &calls, func(int) restAnswer { return restAnswer{code: code} }, nil)
+		var d doneEvents
+		p := fast
+		p.Observer = &d
+		c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p, retrygax.WithHTTPStatus(func(int) bool { return false }))}
+		getInstance(t.Context(), c)
+		if d.done == nil || d.done.Reason != retry.ReasonPermanent {
+			t.Fatalf("%d: EventDone %+v: want ReasonPermanent", code, d.done)
+		}
+	}
+}
+
+// Without MaxElapsed, Elapsed is measured from the first failure, as
+// retry.Do measures Error.Elapsed: a slow first attempt is not in it.
+func TestElapsedFromFirstFailureWithoutMaxElapsed(t *testing.T) {
+	c := grpcClient(t, &fakeRedis{script: func(n int) error {
+		if n == 1 {
+			time.Sleep(200 * time.Millisecond)
+			return status.Error(codes.Unavailable, "down")
+		}
+		return nil
+	}})
+	var d doneEvents
+	p := fast
+	p.Observer = &d
+	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+	if _, err := getInstance(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	if d.retry == nil || d.retry.Elapsed >= 200*time.Millisecond {
+		t.Fatalf("first EventRetry %+v: want an Elapsed without the first attempt's 200ms", d.retry)
+	}
+}
