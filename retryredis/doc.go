@@ -15,7 +15,11 @@
 // layers would multiply attempts, and dials) and adds a hook that runs every command, pipeline and MULTI/EXEC
 // transaction through retry.Do, so the policy's waits, MaxAttempts,
 // MaxElapsed, AttemptTimeout, Budget, Throttle, Observer and Logger apply
-// as they do to any retry.Do call.
+// as they do to any retry.Do call. One difference: after a send that lost
+// its reply and a loop that then ended without sending again (a Throttle
+// rejected the retry), the call returns a copy of the *retry.Error whose
+// Err also matches ErrMaybeApplied, while the Observer's EventDone has
+// the loop's own.
 //
 // # What is repeated
 //

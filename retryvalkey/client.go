@@ -122,8 +122,14 @@ func accepted(err error) bool {
 	return !errors.Is(err, context.DeadlineExceeded)
 }
 
+// observe tells the policy's Observer e, with MaxAttempts as retry.Do
+// reports it (the default for zero, Unlimited as it is).
 func (r *retryer) observe(e retry.Event) {
 	if r.p.Observer != nil {
+		e.MaxAttempts = r.p.MaxAttempts
+		if e.MaxAttempts == 0 {
+			e.MaxAttempts = retry.DefaultMaxAttempts
+		}
 		r.p.Observer.Observe(context.Background(), e)
 	}
 }
@@ -146,18 +152,18 @@ func (r *retryer) delay(attempts int, cmd valkey.Completed, err error) time.Dura
 	}
 	d := p.Delay(attempts-1, 0, nil)
 	if p.Budget != nil && !p.Budget.AllowRetry() {
-		r.observe(retry.Event{Kind: retry.EventBudgetRefused, Attempt: attempts, MaxAttempts: p.MaxAttempts, Err: err})
+		r.observe(retry.Event{Kind: retry.EventBudgetRefused, Attempt: attempts, Err: err})
 		return -1
 	}
 	if p.Throttle != nil {
 		if !p.Throttle.Allow() {
-			r.observe(retry.Event{Kind: retry.EventThrottled, Attempt: attempts + 1, MaxAttempts: p.MaxAttempts, Err: retry.ErrThrottled})
+			r.observe(retry.Event{Kind: retry.EventThrottled, Attempt: attempts + 1, Err: retry.ErrThrottled})
 			return -1
 		}
 		p.Throttle.Record(accepted(err))
 	}
-	r.observe(retry.Event{Kind: retry.EventRetry, Attempt: attempts, MaxAttempts: p.MaxAttempts, Err: err, Delay: d})
-	r.observe(retry.Event{Kind: retry.EventAttempt, Attempt: attempts + 1, MaxAttempts: p.MaxAttempts})
+	r.observe(retry.Event{Kind: retry.EventRetry, Attempt: attempts, Err: err, Delay: d})
+	r.observe(retry.Event{Kind: retry.EventAttempt, Attempt: attempts + 1})
 	return d
 }
 

@@ -717,3 +717,37 @@ func TestThrottledAfterLostReply(t *testing.T) {
 		t.Fatalf("SET applied, then throttled: %v; want ErrMaybeApplied and ErrThrottled", err)
 	}
 }
+
+// The events of valkey-go's loop report MaxAttempts as retry.Do does: the
+// default for a policy that leaves it zero.
+func TestInnerEventsReportMaxAttemptsAsDo(t *testing.T) {
+	srv := redistest.Start(t)
+	var once atomic.Bool
+	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: func(n string) bool {
+		return n == "get" && once.CompareAndSwap(false, true)
+	}})
+	var mu sync.Mutex
+	var got []retry.Event
+	p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond,
+		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+			mu.Lock()
+			got = append(got, e)
+			mu.Unlock()
+		})}
+	c := newClient(t, px.Addr(), p)
+	if err := c.Do(context.Background(), c.B().Get().Key("k").Build()).Error(); err != nil && !valkey.IsValkeyNil(err) {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	retried := false
+	for _, e := range got {
+		retried = retried || e.Kind == retry.EventRetry
+		if e.MaxAttempts != retry.DefaultMaxAttempts {
+			t.Errorf("%v/%d: MaxAttempts %d, want %d", e.Kind, e.Attempt, e.MaxAttempts, retry.DefaultMaxAttempts)
+		}
+	}
+	if !retried {
+		t.Fatalf("events %v: valkey-go's loop did not retry the lost reply", got)
+	}
+}

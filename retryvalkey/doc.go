@@ -114,6 +114,23 @@
 // Overloaded() true are rejections). The Policy's Logger is not used by
 // valkey-go's loop.
 //
+// RetryDelay decides each of valkey-go's repeats without the call's
+// context or history, so its events differ from retry.Do's:
+//   - their Waited and Elapsed are zero;
+//   - a repeat is granted (Budget retry taken, failure counted by the
+//     Throttle, EventRetry and EventAttempt told) before valkey-go checks
+//     the wait against the deadline (the context's, or MaxElapsed's); a
+//     wait that would pass it is then skipped and the call ends, although
+//     the events said it would be made;
+//   - when valkey-go's loop stops (attempts, Budget, Throttle, that
+//     deadline, an error the policy does not retry), the call's EventDone
+//     has ReasonPermanent, not the reason retry.Do would give, since this
+//     client's loop sees the first send's final error only; so does
+//     retryotel's retry.reason.
+// The EventDone's Err is the call's *retry.Error, except after a send that
+// lost its reply and a loop that then ended without sending again: the
+// call returns a copy whose Err also matches ErrMaybeApplied.
+//
 // # The wire
 //
 // Nothing is added to the commands: a retry is a new send of the same
