@@ -127,6 +127,7 @@
 //     has ReasonPermanent, not the reason retry.Do would give, since this
 //     client's loop sees the first send's final error only; so does
 //     retryotel's retry.reason.
+//
 // The EventDone's Err is the call's *retry.Error, except after a send that
 // lost its reply and a loop that then ended without sending again: the
 // call returns a copy whose Err also matches ErrMaybeApplied.
