@@ -319,8 +319,13 @@ func (s *stream) episode(ferr error, throttled bool, probe func(*attempt) error)
 		}
 		pe.MaxAttempts = max - s.attempts + 1 // the failed attempt counts as the first
 	}
+	// With MaxElapsed, retry.Do counts Elapsed from before the first
+	// attempt: the time the stream ran before this retry.Do is added to
+	// the Elapsed it reports, and to its *retry.Error's.
+	var off time.Duration
 	if pe.MaxElapsed > 0 {
-		pe.MaxElapsed = max(pe.MaxElapsed-time.Since(s.start), 1)
+		off = time.Since(s.start)
+		pe.MaxElapsed = max(pe.MaxElapsed-off, 1)
 	}
 	user := s.p.Retryable
 	pe.Retryable = func(err error) bool {
@@ -371,6 +376,21 @@ func (s *stream) episode(ferr error, throttled bool, probe func(*attempt) error)
 			if obs != nil {
 				obs.Observe(ctx, e)
 			}
+		})
+	}
+
+	added := false // off was added to the *retry.Error the Observer was given
+	if off > 0 && pe.Observer != nil {
+		obs := pe.Observer
+		pe.Observer = retry.ObserverFunc(func(ctx context.Context, e retry.Event) {
+			if e.Kind == retry.EventRetry || e.Kind == retry.EventBudgetRefused || e.Kind == retry.EventDone && e.Err != nil {
+				e.Elapsed += off
+			}
+			if re, ok := e.Err.(*retry.Error); ok && e.Kind == retry.EventDone && !added {
+				re.Elapsed += off // the error the stream returns: one Elapsed
+				added = true
+			}
+			obs.Observe(ctx, e)
 		})
 	}
 
@@ -466,6 +486,9 @@ func (s *stream) episode(ferr error, throttled bool, probe func(*attempt) error)
 		last = ferr
 		return ferr
 	})
+	if re, ok := err.(*retry.Error); ok && off > 0 && !added {
+		re.Elapsed += off
+	}
 	if err != nil {
 		if aborted && opened == 0 {
 			// The stream committed before any retry was sent: RecvMsg

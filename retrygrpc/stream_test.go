@@ -1361,3 +1361,60 @@ func recvWhileRetryOpens(t *testing.T, cs grpc.ClientStream, opening <-chan stru
 	}
 	return recvErr
 }
+
+// With MaxElapsed, a stream's Elapsed (in the Observer's events and in the
+// *retry.Error) counts from the stream's start, as retry.Do counts from
+// before its first attempt: the first attempt's time is in it.
+func TestStreamElapsedFromStartWithMaxElapsed(t *testing.T) {
+	const first = 200 * time.Millisecond
+	for _, okAfter := range []int{2, 0} { // succeeds at the second attempt; never
+		var (
+			mu     sync.Mutex
+			events []retry.Event
+		)
+		p := retry.Policy{Initial: time.Millisecond, Multiplier: 1, MaxDelay: time.Millisecond, Jitter: retry.NoJitter,
+			MaxAttempts: 3, MaxElapsed: 10 * time.Second,
+			Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+				mu.Lock()
+				events = append(events, e)
+				mu.Unlock()
+			})}
+		s := &echoServer{bidi: func(n int, st grpc.ServerStream) error {
+			if n == 1 {
+				time.Sleep(first)
+			}
+			if n != okAfter {
+				return status.Error(codes.Unavailable, "down")
+			}
+			return echoAll(st)
+		}}
+		cc := serve(t, s, grpc.WithStreamInterceptor(retrygrpc.StreamClientInterceptor(p)), grpc.WithDisableRetry())
+		cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs.SendMsg(wrapperspb.String("a"))
+		cs.CloseSend()
+		_, err = recvAll(cs)
+		mu.Lock()
+		var retries, dones []retry.Event
+		for _, e := range events {
+			switch e.Kind {
+			case retry.EventRetry:
+				retries = append(retries, e)
+			case retry.EventDone:
+				dones = append(dones, e)
+			}
+		}
+		mu.Unlock()
+		if len(retries) == 0 || retries[0].Elapsed < first {
+			t.Errorf("okAfter %d: first EventRetry %+v: want an Elapsed with the first attempt's %v", okAfter, retries, first)
+		}
+		if okAfter == 0 {
+			var re *retry.Error
+			if !errors.As(err, &re) || re.Elapsed < first || len(dones) != 1 || dones[0].Elapsed != re.Elapsed {
+				t.Errorf("gave up with %v (Elapsed %v), EventDone %+v: want one Elapsed, with the first attempt's %v", err, re, dones, first)
+			}
+		}
+	}
+}
