@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"reflect"
 	"testing"
@@ -136,5 +137,87 @@ func TestBudgetContention(t *testing.T) {
 		r.Succeeded+r.GaveUp != 100 || retries >= free.Requests-100 {
 		t.Errorf("with a budget: %v retries, %v refused, %v succeeded; without: %v retries",
 			retries, r.BudgetRefused, r.Succeeded, free.Requests-100)
+	}
+}
+
+// A budget exempts a run from the up-front work bound only if all it can
+// grant over the whole run, its floor in every window included, keeps the
+// run within MaxRequests; zero waits with a budget are simulated retry by
+// retry, and are bounded as such. Run validates before it looks at ctx.
+func TestBudgetWorkBound(t *testing.T) {
+	for name, s := range map[string]sim.Scenario{
+		// 10^8 retries a second for 1000 h would be granted: 3.6e14.
+		"floor every window": {Clients: 1, Outage: sim.MaxDuration, Budget: &retry.BudgetConfig{MinPerSecond: 1e8},
+			Policy: retry.Policy{Initial: 20, MaxDelay: 20, MaxAttempts: retry.Unlimited}},
+		// 1,000 clients sending 2^31−1 attempts each at one instant, one
+		// by one since each asks a budget that grants 10^9 per request.
+		"zero waits": {Clients: 1000, Outage: time.Hour, Budget: &retry.BudgetConfig{Ratio: 1e9},
+			Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: math.MaxInt32}},
+		// The same, the clients' first requests refused for capacity.
+		"zero waits, capacity": {Clients: 1000, Capacity: 10, Budget: &retry.BudgetConfig{Ratio: 1e9},
+			Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: math.MaxInt32}},
+		// 1,000 local floors of 10^7 a second for 1000 h.
+		"fleet of floors": {Clients: 1000, Processes: 1000, Outage: sim.MaxDuration, Budget: &retry.BudgetConfig{MinPerSecond: 1e7},
+			Policy: retry.Policy{Initial: time.Microsecond, MaxDelay: time.Microsecond, MaxAttempts: retry.Unlimited}},
+	} {
+		_, err := sim.Run(cancelled(), s)
+		if !errors.Is(err, sim.ErrScenario) || !contains(err.Error(), "MaxRequests") {
+			t.Errorf("%s: error %v, want one wrapping ErrScenario naming MaxRequests", name, err)
+		}
+	}
+	// Budgets that do bound the run are still relied on: these end at
+	// once, every client stopped by the budget.
+	for name, s := range map[string]sim.Scenario{
+		"1 ns waits": {Clients: 1000, Outage: time.Hour, Budget: &retry.BudgetConfig{},
+			Policy: retry.Policy{Initial: 1, MaxDelay: 1, MaxAttempts: retry.Unlimited}},
+		"zero waits": {Clients: 1000, Outage: time.Hour, Budget: &retry.BudgetConfig{},
+			Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: math.MaxInt32}},
+		"one shared floor": {Clients: 1000, Processes: 1000, SharedBudget: true, Outage: sim.MaxDuration,
+			Budget: &retry.BudgetConfig{Ratio: -1, MinPerSecond: 1}, Policy: retry.Policy{MaxAttempts: retry.Unlimited}},
+	} {
+		r, err := sim.Run(context.Background(), s)
+		if err != nil || r.BudgetRefused != 1000 {
+			t.Errorf("%s: %v, %v refused by the budget: want all 1000", name, err, r.BudgetRefused)
+		}
+	}
+	// Without its budget the 1 ns waits are refused; zero waits are then
+	// counted in one step per client, and accepted.
+	s := sim.Scenario{Clients: 1000, Outage: time.Hour, Policy: retry.Policy{Initial: 1, MaxDelay: 1, MaxAttempts: retry.Unlimited}}
+	if err := s.Validate(); !errors.Is(err, sim.ErrScenario) {
+		t.Errorf("1 ns waits without a budget: %v, want refused", err)
+	}
+	s.Policy = retry.Policy{Initial: retry.Immediate, MaxAttempts: math.MaxInt32}
+	if r, err := sim.Run(context.Background(), s); err != nil || r.Requests != 1000*math.MaxInt32 {
+		t.Errorf("zero waits without a budget: %v, %v requests", err, r.Requests)
+	}
+}
+
+// In the contention model the budget sees first attempts and retry
+// decisions in time order, as retry.Budget would: a retry is decided when
+// the failed write's answer arrives. Here 50 clients write at about 30 ms,
+// the answers arrive at about 40 ms, and a window of 1 ms has forgotten
+// every first attempt by then: with no floor, no retry is granted. (Asked
+// at the answer's time while the writes were processed in arrival order,
+// the budget used to date later first attempts into the newest slot and
+// grant nearly every retry.)
+func TestBudgetContentionTimeOrder(t *testing.T) {
+	s := sim.Scenario{Model: sim.Contention, Clients: 50, Latency: 10 * time.Millisecond, LatencySD: time.Nanosecond, Seed: 1,
+		Policy: retry.Policy{Initial: time.Millisecond, MaxDelay: time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: retry.Unlimited},
+		Budget: &retry.BudgetConfig{Ratio: 1, MinPerSecond: -1, Window: time.Millisecond}}
+	r := run(t, s)
+	if retries := r.Requests - float64(r.Clients); retries != 0 || r.Succeeded != 1 || r.BudgetRefused != 49 {
+		t.Errorf("%v retries, %v succeeded, %v refused: want 0, 1, 49", retries, r.Succeeded, r.BudgetRefused)
+	}
+	// With a window of 1 s the 50 first attempts are still counted when
+	// the answers arrive: Ratio 1 grants 50 retries, 49 in the first round
+	// (one client won), the last to one of the 48 that lose the second;
+	// the 47 others are refused, and the client granted it wins the third.
+	s.Budget.Window = time.Second
+	r = run(t, s)
+	if retries := r.Requests - float64(r.Clients); retries != 50 || r.Succeeded != 3 || r.BudgetRefused != 47 {
+		t.Errorf("window 1 s: %v retries, %v succeeded, %v refused: want 50, 3, 47", retries, r.Succeeded, r.BudgetRefused)
+	}
+	if a, b := run(t, s), run(t, s); !reflect.DeepEqual(a, b) {
+		t.Error("same scenario, different results")
 	}
 }

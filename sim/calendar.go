@@ -293,6 +293,7 @@ func (sr *slotRun) fail(e event, full bool) error {
 			more := int64(st.maxAttempts - e.calls)
 			sr.count = addSat(sr.count, more)
 			sr.r.requests = addSat(sr.r.requests, more)
+			sr.r.bulk = addSat(sr.r.bulk, more)
 			st.gaveUp(sr.r, stopGaveUp)
 			return nil
 		}
@@ -441,9 +442,9 @@ func (st *state) capacityTrial() (trialResult, error) {
 		q.add(start/slotW, event{t: start, start: start, c: int32(i)})
 	}
 	var (
-		r  trialResult
+		r  = &st.res
 		sc slotCounter
-		sr = slotRun{st: st, r: &r,
+		sr = slotRun{st: st, r: r,
 			// Every wait is zero: a refused client retries at the same
 			// instant until MaxAttempts (finite, see resolve) stops it.
 			zeroWaits: s.Policy.Initial == retry.Immediate && s.RetryAfter == 0 && !st.budget.on}
@@ -453,18 +454,18 @@ func (st *state) capacityTrial() (trialResult, error) {
 		sr.slot, sr.now, sr.count = slot, slot*slotW, 0
 		if sr.now < int64(s.Outage) {
 			if err := sr.outagePhase(l); err != nil {
-				return r, err
+				return *r, err
 			}
 			l = sr.kept
 		}
 		if l.n > 0 {
 			if err := sr.servePhase(l); err != nil {
-				return r, err
+				return *r, err
 			}
 		}
 		sc.add(st, slot, sr.count)
 	}
 	sc.flush(st)
 	r.peak = sc.peak
-	return st.finish(r), nil
+	return st.finish(*r), nil
 }

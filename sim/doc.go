@@ -67,8 +67,11 @@
 // P processes (client i in process i mod P), each with a budget of its own,
 // or with SharedBudget one budget for the whole fleet: what a dead backend
 // receives from P processes is then the floor once instead of P times. The
-// budget's clock is the start of the slot being processed (the time of
-// the event in the contention model).
+// budget's clock is the start of the slot being processed. In the
+// contention model a first attempt is counted when its write reaches the
+// server and a retry is asked for when the answer to the failed write
+// reaches the client, each as an event of its own, so that the budget sees
+// them in time order, as retry.Budget would.
 //
 // # Memory and termination
 //
@@ -78,6 +81,8 @@
 // filled chunk of 4 to 256 events; it generates no garbage per request.
 // Before starting it estimates the memory it needs and refuses a Scenario
 // over MaxMemory, and one whose clients would surely send over MaxRequests
-// requests while the server cannot take them. A run in which clients still wait
-// at MaxTime ends with an error, so every Scenario ends.
+// requests while the server cannot take them (Scenario.Validate makes the
+// same checks). A run in which clients still wait at MaxTime, or that has
+// processed more than MaxRequests requests, ends with an error, so every
+// Scenario ends.
 package sim

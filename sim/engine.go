@@ -40,12 +40,16 @@ type state struct {
 	budget      budgetModel
 	q           calendar // capacity model
 	sel         []event  // capacity model: the requests a slot accepts (a max-heap)
-	steps       int      // events since the trial began (cancellation, progress)
+	steps       int      // events processed in the whole run (cancellation, progress, work)
 	ctx         context.Context
+	res         trialResult // the counts of the trial being run
+	work        int64       // requests simulated one by one in the trials before it
+	maxWork     float64     // bound on the requests simulated one by one over the run: MaxRequests in Run
 }
 
 type trialResult struct {
 	requests, succeeded, gaveUp, refused int64
+	bulk                                 int64 // requests counted in one step (zero waits), not work
 	peak                                 int64
 	p50, p99, max                        int64
 }
@@ -89,19 +93,40 @@ func errHorizon() error {
 		"the server cannot serve them all (more Capacity, a longer Slot or fewer Clients)", ErrScenario, MaxTime)
 }
 
-// tick counts one processed event; every few thousand it checks ctx and
-// reports progress.
+// tick counts one processed event; every few thousand events of the run
+// (the count goes on from trial to trial, so that many small trials are
+// watched as one large one) it checks ctx and the work done, and reports
+// progress.
 func (st *state) tick() error {
 	st.steps++
 	if st.steps&0xfff == 0 {
-		if err := st.ctx.Err(); err != nil {
-			return err
-		}
-		if st.steps&0xffff == 0 && st.s.Progress != nil {
-			st.s.Progress(st.finished, int64(st.s.Clients)*int64(st.s.Trials))
-		}
+		return st.check()
 	}
 	return nil
+}
+
+// check is tick's rare branch: it returns ctx's error, or errWork once the
+// run has simulated more than maxWork requests one by one (this trial's
+// included), and calls Progress every 16th time.
+func (st *state) check() error {
+	if err := st.ctx.Err(); err != nil {
+		return err
+	}
+	if float64(st.work)+float64(st.res.requests-st.res.bulk) > st.maxWork {
+		return errWork()
+	}
+	if st.steps&0xffff == 0 && st.s.Progress != nil {
+		st.s.Progress(st.finished, int64(st.s.Clients)*int64(st.s.Trials))
+	}
+	return nil
+}
+
+// errWork is returned when a run has processed more than MaxRequests
+// requests.
+func errWork() error {
+	return fmt.Errorf("%w: the run has processed over MaxRequests (%.0e) requests, all trials together: "+
+		"its clients retry far more than the server takes (lengthen the waits, or limit Policy.MaxAttempts or MaxElapsed)",
+		ErrScenario, MaxRequests)
 }
 
 // latency draws one message delay |Normal(Latency, LatencySD)|.
@@ -129,8 +154,8 @@ const (
 
 // failed applies the stop rules, the policy's wait and the budget after
 // client c's call failed with the response arriving at t; now is the
-// budget's clock. It returns when the client sends its next call, or why
-// it does not.
+// budget's clock, or -1 to leave the budget to the caller. It returns when
+// the client sends its next call, or why it does not.
 func (st *state) failed(c *event, t, now int64, hint time.Duration) (next int64, stop int) {
 	if c.calls < math.MaxInt32 {
 		c.calls++
@@ -147,7 +172,7 @@ func (st *state) failed(c *event, t, now int64, hint time.Duration) (next int64,
 	if p.MaxElapsed > 0 && d >= p.MaxElapsed-time.Duration(t-c.start) { // as retry.Do: no time left
 		return 0, stopGaveUp
 	}
-	if st.budget.on && !st.budget.allow(c.c, now) {
+	if st.budget.on && now >= 0 && !st.budget.allow(c.c, now) {
 		return 0, stopBudget
 	}
 	return addSat(t, int64(d)), stopRetry
@@ -218,7 +243,7 @@ func (st *state) heapify() {
 }
 
 // slotCounter counts calls per slot, in slot order, into the load series
-// (cut at maxSlots) and the peak (not cut).
+// (cut at MaxLoadSlots) and the peak (not cut).
 type slotCounter struct {
 	slot, n, peak int64
 }
@@ -238,7 +263,7 @@ func (sc *slotCounter) flush(st *state) {
 		return
 	}
 	sc.peak = max(sc.peak, sc.n)
-	if sc.slot < maxSlots {
+	if sc.slot < MaxLoadSlots {
 		if need := int(sc.slot) + 1; len(st.load) < need {
 			old := len(st.load)
 			st.load = slices.Grow(st.load, need-old)[:need]
@@ -249,11 +274,16 @@ func (sc *slotCounter) flush(st *state) {
 	sc.n = 0
 }
 
+// awaiting, in ver, marks a client whose failed write is being answered
+// (contention model with a budget): its event, at the answer's arrival,
+// is the retry decision.
+const awaiting = -2
+
 // trial runs trial k.
-func (st *state) trial(ctx context.Context, k uint64) (trialResult, error) {
+func (st *state) trial(k uint64) (trialResult, error) {
 	s := st.s
-	st.ctx = ctx
-	st.steps = 0
+	st.work += st.res.requests - st.res.bulk // the previous trial's
+	st.res = trialResult{}
 	st.rng = rand.New(rand.NewPCG(s.Seed, k))
 	st.done = st.done[:0]
 	st.load = st.load[:0]
@@ -273,20 +303,35 @@ func (st *state) trial(ctx context.Context, k uint64) (trialResult, error) {
 	st.heapify()
 
 	var (
-		r       trialResult
+		r       = &st.res
 		sc      slotCounter
 		version int32
 		slotW   = int64(s.Slot)
 	)
 	for len(st.heap) > 0 {
 		if err := st.tick(); err != nil {
-			return r, err
+			return *r, err
 		}
 		e := st.pop()
-		if e.t >= int64(MaxTime) {
-			return r, errHorizon()
+		ver := &st.ver[e.c]
+		if *ver == awaiting {
+			// The answer to a failed write reaches the client at e.t: the
+			// budget decides now, in time order with every other event, as
+			// retry.Budget would (failed has applied the other rules and
+			// drawn the wait, e.prev: no hint in this model).
+			if !st.budget.allow(e.c, e.t) {
+				st.gaveUp(r, stopBudget)
+				continue
+			}
+			e.t = addSat(addSat(e.t, e.prev), st.latency())
+			*ver = -1
+			st.push(e)
+			continue
 		}
-		switch ver := &st.ver[e.c]; {
+		if e.t >= int64(MaxTime) {
+			return *r, errHorizon()
+		}
+		switch {
 		case *ver < 0: // a read
 			*ver = version
 			e.t = addSat(e.t, st.latency()+st.latency())
@@ -302,9 +347,22 @@ func (st *state) trial(ctx context.Context, k uint64) (trialResult, error) {
 				st.finished++
 				continue
 			}
+			if st.budget.on {
+				// Whether the client may retry is asked of the budget when
+				// the answer arrives, at resp: an event of its own, so
+				// that the budget sees the run in time order.
+				if _, stop := st.failed(&e, resp, -1, 0); stop != stopRetry {
+					st.gaveUp(r, stop)
+					continue
+				}
+				e.t = resp
+				*ver = awaiting
+				st.push(e)
+				continue
+			}
 			next, stop := st.failed(&e, resp, resp, 0)
 			if stop != stopRetry {
-				st.gaveUp(&r, stop)
+				st.gaveUp(r, stop)
 				continue
 			}
 			e.t = addSat(next, st.latency())
@@ -314,7 +372,7 @@ func (st *state) trial(ctx context.Context, k uint64) (trialResult, error) {
 	}
 	sc.flush(st)
 	r.peak = sc.peak
-	return st.finish(r), nil
+	return st.finish(*r), nil
 }
 
 // finish fills in the per-trial statistics from st.done.

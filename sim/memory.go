@@ -43,7 +43,7 @@ func (s *Scenario) memory() int64 {
 	if s.Budget != nil {
 		total += float64(s.Processes) * budgetBytes
 	}
-	total += loadBytes * min(float64(maxSlots), float64(s.runSpan())/float64(s.Slot)+1)
+	total += loadBytes * min(float64(MaxLoadSlots), float64(s.runSpan())/float64(s.Slot)+1)
 	if total > math.MaxInt64/2 {
 		return math.MaxInt64 / 2
 	}
@@ -69,6 +69,7 @@ func (s *Scenario) maxWait() time.Duration {
 func (s *Scenario) span() time.Duration { return max(s.maxWait(), s.StartWindow) }
 
 // runSpan bounds the virtual time the run covers (MaxTime when unbounded).
+// Its sums saturate: MaxElapsed may be as large as math.MaxInt64.
 func (s *Scenario) runSpan() time.Duration {
 	client := MaxTime
 	if s.Policy.MaxElapsed > 0 {
@@ -89,28 +90,63 @@ func (s *Scenario) runSpan() time.Duration {
 		// eight standard deviations.
 		return MaxTime
 	}
-	return min(MaxTime, s.StartWindow+client)
+	return min(MaxTime, time.Duration(addSat(int64(s.StartWindow), int64(client))))
 }
 
-// MaxRequests bounds the work of a run, all its Trials together: Run
-// refuses a Scenario whose Clients × Trials exceed it, and a
-// capacity-model Scenario whose clients would surely send more requests
-// than this (hours of work), retrying with waits of at most the policy's
-// MaxDelay (or RetryAfter) while the server cannot take them: during the
-// outage, or while it serves the others Capacity per Slot.
+// MaxRequests bounds the work of a run, all its Trials together. Up front
+// (see Validate), Run refuses a Scenario whose Clients × Trials exceed it,
+// and a capacity-model Scenario whose clients would surely send more
+// requests than this (hours of work), retrying with waits of at most the
+// policy's MaxDelay (or RetryAfter) while the server cannot take them:
+// during the outage, or while it serves the others Capacity per Slot. A
+// Budget exempts a Scenario from that check only if all it can grant over
+// the whole run keeps the run within MaxRequests.
+//
+// While it runs, in both models (the contention model has no up-front
+// bound: its work grows about as Clients² with unlimited attempts), Run
+// ends with an error wrapping ErrScenario once it has processed more than
+// MaxRequests requests (writes in the contention model) over all its
+// trials. Only requests simulated one by one count: the attempts a client
+// makes at one instant with zero waits and no budget are counted in one
+// step and are not work.
 const MaxRequests = 1e12
 
-// minRequests is a lower bound on the requests of a capacity-model run. No
-// client succeeds before Outage, and the j-th success (from 0) comes no
-// sooner than max(0, Outage−Slot) + ⌊j/Capacity⌋ × Slot; a client that is
-// still retrying after T, having started before StartWindow, with waits of
-// at most maxWait, has sent at least one request per maxWait, unless
+// minRequests is a lower bound on the requests of a capacity-model run
+// that are simulated one by one, if no budget stops anyone. No client
+// succeeds before Outage, and the j-th success (from 0) comes no sooner
+// than max(0, Outage−Slot) + ⌊j/Capacity⌋ × Slot; a client that is still
+// retrying after T, having started before StartWindow, with waits of at
+// most maxWait, has sent at least one request per maxWait, unless
 // MaxAttempts or MaxElapsed stopped it. The bound takes all clients until
 // Outage, or the later half of them until the middle success.
+//
+// With zero waits (maxWait 0) a client whose first request fails retries
+// at the same instant, in the same slot, where it fails again, until
+// MaxAttempts stops it (finite: resolve refuses unlimited attempts here;
+// MaxElapsed cannot stop a zero wait). Without a budget capacityTrial
+// counts those attempts in one step, so the work is one step per client.
+// With a budget every retry asks it and is simulated on its own, so the
+// work is at least MaxAttempts per client refused at its first request:
+// every client when all start before the outage ends (0 < Outage and
+// StartWindow ≤ Outage); otherwise all but Capacity per slot of the
+// ⌈StartWindow/Slot⌉ slots (at least one) the first requests land in.
 func (s *Scenario) minRequests() float64 {
 	w := float64(s.maxWait())
 	if w <= 0 {
-		return float64(s.Clients) // zero waits are counted in O(1), see resolve
+		n := float64(s.Clients)
+		if s.Budget == nil {
+			return n
+		}
+		refused := n
+		if !(s.Outage > 0 && s.StartWindow <= s.Outage) {
+			slots := max(math.Ceil(float64(s.StartWindow)/float64(s.Slot)), 1)
+			refused = max(n-slots*float64(s.Capacity), 0)
+		}
+		ma := s.Policy.MaxAttempts
+		if ma == 0 {
+			ma = retry.DefaultMaxAttempts
+		}
+		return max(n, refused*float64(min(ma, math.MaxInt32)))
 	}
 	per := func(t float64) float64 { // requests of a client still retrying at t
 		span := t - float64(s.StartWindow)
@@ -132,17 +168,38 @@ func (s *Scenario) minRequests() float64 {
 	return max(n*per(float64(s.Outage)), (n-half)*per(mid))
 }
 
-// budgetAllowance is how many retries the fleet's budgets grant in one
-// window when every client has sent its first attempt: a budget this
-// generous cannot be relied on to stop a run.
-func (s *Scenario) budgetAllowance() float64 {
+// budgetGrants bounds the retries the fleet's budgets can grant in one
+// trial of a capacity-model run (s resolved, with a Budget): when Clients
+// plus this, times Trials, is within MaxRequests, the budget bounds the
+// run's work by itself.
+//
+// The bound. A budget keeps its counts in slots of sub = Window/10 and
+// grants a retry at slot k only if, after it, the retries R and first
+// attempts F counted in slots k−9..k satisfy R ≤ reserve + Ratio × F
+// (reserve = MinPerSecond × Window, the floor). Cut time into blocks of
+// ten slots, B_m = slots 10m..10m+9. If j is the last slot of B_m with a
+// grant, every retry of B_m lies in j−9..j (as j−9 ≤ 10m), so
+//
+//	R(B_m) ≤ R(j−9..j) ≤ reserve + Ratio × F(j−9..j)
+//	       ≤ reserve + Ratio × (F(B_m−1) + F(B_m)).
+//
+// Summed over the blocks, each first attempt counts at most twice: one
+// budget grants at most M × reserve + 2 × Ratio × F over M blocks, the
+// floor being granted again in every block. The budget's clock in this
+// model is the start of the slot being processed, within [0, runSpan], so
+// M = ⌊runSpan / (10 × sub)⌋ + 1, runSpan being MaxTime when nothing else
+// ends the run (the floor then lasts to the end of virtual time). The
+// first attempts of all the budgets together are Clients, and there are
+// Processes budgets, or one if SharedBudget.
+func (s *Scenario) budgetGrants() float64 {
 	var m budgetModel
 	m.init(*s.Budget, 1, true)
 	nb := float64(s.Processes)
 	if s.SharedBudget {
 		nb = 1
 	}
-	return nb*m.reserve + m.ratio*float64(s.Clients)
+	blocks := math.Floor(float64(s.runSpan())/(windowSlots*float64(m.sub))) + 1
+	return nb*blocks*m.reserve + 2*m.ratio*float64(s.Clients)
 }
 
 // byteSize formats b in binary units, as "4.0 GiB".

@@ -3,6 +3,7 @@ package sim_test
 import (
 	"context"
 	"errors"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -65,5 +66,23 @@ func TestMemoryPerClient(t *testing.T) {
 	t.Logf("heap in use: %d B at 1e5 clients, %d B at 4e5: %.1f B per client", small, large, perClient)
 	if perClient > 48 {
 		t.Errorf("%.1f B per client, want at most 48", perClient)
+	}
+}
+
+// The memory estimate saturates: a MaxElapsed near math.MaxInt64 added to
+// the StartWindow used to wrap negative and pass MaxMemory. Run validates
+// before it looks at ctx, so a cancelled one shows what it accepted.
+func TestMemoryEstimateSaturates(t *testing.T) {
+	for _, me := range []time.Duration{time.Hour, math.MaxInt64, math.MaxInt64 - 1, sim.MaxTime} {
+		s := sim.Scenario{Clients: 1_000_000, StartWindow: 1, MaxMemory: 1 << 20,
+			Policy: retry.Policy{MaxAttempts: retry.Unlimited, MaxElapsed: me}}
+		if _, err := sim.Run(cancelled(), s); !errors.Is(err, sim.ErrScenario) || !contains(err.Error(), "MaxMemory") {
+			t.Errorf("MaxElapsed %v: error %v, want one wrapping ErrScenario naming MaxMemory", me, err)
+		}
+		// The largest StartWindow too.
+		s.StartWindow = sim.MaxDuration
+		if err := s.Validate(); !errors.Is(err, sim.ErrScenario) || !contains(err.Error(), "MaxMemory") {
+			t.Errorf("MaxElapsed %v, StartWindow %v: error %v, want one naming MaxMemory", me, s.StartWindow, err)
+		}
 	}
 }

@@ -163,8 +163,10 @@ type Result struct {
 
 	// CompletionP50, CompletionP99 and CompletionMax are percentiles of
 	// the times (from time 0) at which clients succeeded, taken per trial
-	// over the clients that succeeded and averaged over trials.
-	// CompletionMax is when the last client succeeded. Zero when none did.
+	// over the clients that succeeded and averaged over the trials in
+	// which at least one client succeeded (a trial in which none did has
+	// no completion time and does not count). CompletionMax is when the
+	// last client succeeded. Zero when no client succeeded in any trial.
 	CompletionP50, CompletionP99, CompletionMax time.Duration
 
 	// PeakLoad is the mean over trials of the largest number of requests
@@ -181,7 +183,7 @@ type Result struct {
 	// trial 0 only: an exact series whose waves are not smoothed away by
 	// averaging runs with different phases. Load[i] covers
 	// [i*Slot, (i+1)*Slot); it ends at the last slot with a call and is
-	// cut at 2^20 slots (calls later still count everywhere else,
+	// cut at MaxLoadSlots slots (calls later still count everywhere else,
 	// PeakLoad included).
 	Load []int
 
@@ -203,8 +205,11 @@ var ErrScenario = errors.New("sim: invalid scenario")
 // and MaxDelay), so that simulated clocks cannot overflow.
 const MaxDuration = 1000 * time.Hour
 
-// maxSlots bounds Result.Load (and the memory it takes).
-const maxSlots = 1 << 20
+// MaxLoadSlots is the length at which Result.Load is cut (2^20 slots):
+// calls in later slots are not in the series but count in every other
+// figure of the Result, PeakLoad included. It also bounds the memory the
+// series takes (see Run).
+const MaxLoadSlots = 1 << 20
 
 // MaxTime is the end of virtual time. A run in which a client still has a
 // request to send at or after MaxTime (about 146 years) stops with an error
@@ -292,11 +297,24 @@ func (s *Scenario) resolve() error {
 		return bad("%d clients in %d trials would send at least %.3g requests, over MaxRequests (%.0e)",
 			s.Clients, s.Trials, n, MaxRequests)
 	}
-	if s.Model == Capacity && (s.Budget == nil || s.budgetAllowance() >= MaxRequests) {
+	// A budget that can grant only so many retries over the whole run
+	// bounds its work by itself (see budgetGrants); otherwise the clients
+	// are held to what they would send without one.
+	if s.Model == Capacity && (s.Budget == nil || (float64(s.Clients)+s.budgetGrants())*float64(s.Trials) > MaxRequests) {
 		if n := s.minRequests() * float64(s.Trials); n > MaxRequests {
+			budget := ""
+			if s.Budget != nil {
+				budget = fmt.Sprintf(" (the retry budget could grant %.3g retries per trial, too many to stop them)", s.budgetGrants())
+			}
+			if s.maxWait() <= 0 {
+				return bad("the clients would send at least %.3g requests in %d trials while the server cannot take them "+
+					"(the Outage, or Capacity per Slot), over MaxRequests (%.0e)%s: with Policy.Initial retry.Immediate (no waits) "+
+					"and a retry budget each refused client sends all its attempts at one instant, one by one; "+
+					"limit MaxAttempts or set RetryAfter", n, s.Trials, MaxRequests, budget)
+			}
 			return bad("the clients would send at least %.3g requests in %d trials while the server cannot take them "+
-				"(the Outage, or Capacity per Slot), over MaxRequests (%.0e): waits of at most Policy.MaxDelay %v are "+
-				"too short; lengthen them or limit Policy.MaxAttempts or MaxElapsed", n, s.Trials, MaxRequests, s.maxWait())
+				"(the Outage, or Capacity per Slot), over MaxRequests (%.0e)%s: waits of at most Policy.MaxDelay %v are "+
+				"too short; lengthen them or limit Policy.MaxAttempts or MaxElapsed", n, s.Trials, MaxRequests, budget, s.maxWait())
 		}
 	}
 	if need := s.memory(); s.MaxMemory > 0 && need > s.MaxMemory {
@@ -305,22 +323,52 @@ func (s *Scenario) resolve() error {
 	return nil
 }
 
+// Validate reports whether Run would accept s: it makes exactly the checks
+// Run makes before it starts, and returns the same error. They are, on a
+// copy of s with its zero fields replaced by their defaults: every field
+// is in range (Clients positive and at most math.MaxInt32; Capacity,
+// Trials, Processes and the durations not negative; the durations and the
+// Policy's Initial and MaxDelay at most MaxDuration; Processes at most
+// Clients; a known Model), the Policy is valid (retry.Policy.Validate)
+// and has no Budget or Throttle, the Budget is valid as retry.NewBudget
+// judges it and SharedBudget comes with one; capacity-model zero waits
+// (Policy.Initial retry.Immediate, no RetryAfter) with unlimited attempts
+// are refused, since they never end; Clients × Trials, and in the capacity
+// model the requests the clients would surely send while the server cannot
+// take them, are at most MaxRequests; and the memory estimate (see Run) is
+// within MaxMemory. The errors wrap ErrScenario, or retry.ErrInvalidPolicy
+// for a bad Policy. A nil error does not promise that Run succeeds: a run
+// can still reach MaxTime, pass MaxRequests while it runs, or see ctx
+// end. It does not call Progress. The zero Scenario is refused: Clients
+// is required.
+func (s Scenario) Validate() error { return s.resolve() }
+
 // Run simulates s and returns its Result. It is deterministic: the same
-// Scenario gives the same Result. It returns an error wrapping
-// ErrScenario (or retry.ErrInvalidPolicy) for a bad Scenario, one that
-// needs more than MaxMemory (checked before anything is allocated) or one
-// whose clients are still waiting at MaxTime, and ctx's error if ctx ends
-// first (checked every few thousand events).
+// Scenario gives the same Result. It returns the error Validate returns for
+// a Scenario it refuses up front (a bad Scenario, one that needs more than
+// MaxMemory, checked before anything is allocated, or surely more than
+// MaxRequests requests), an error wrapping ErrScenario for a run whose
+// clients are still waiting at MaxTime or that has processed more than
+// MaxRequests requests, and ctx's error if ctx ends first (checked every
+// few thousand events, however they are split into trials). It validates
+// s before it looks at ctx.
 //
 // Memory: about 32 bytes per client in the capacity model (36 in the
 // contention model), plus 8 bytes per client that succeeds, plus up to one
 // chunk of 4 to 256 events (32 bytes each) per slot with pending events,
-// plus 16 bytes per slot of Load (at most 2^20 slots), plus a few MiB.
+// plus 16 bytes per slot of Load (at most MaxLoadSlots), plus a few MiB.
 func Run(ctx context.Context, s Scenario) (Result, error) {
+	return simulate(ctx, s, MaxRequests)
+}
+
+// simulate is Run with maxWork in place of MaxRequests as the bound on
+// the requests the run may process (tests lower it).
+func simulate(ctx context.Context, s Scenario, maxWork float64) (Result, error) {
 	if err := s.resolve(); err != nil {
 		return Result{}, err
 	}
 	st := newState(&s)
+	st.ctx, st.maxWork = ctx, maxWork
 	res := Result{Clients: s.Clients, Trials: s.Trials, Slot: s.Slot, Processes: s.Processes}
 	switch {
 	case s.Budget != nil && s.SharedBudget:
@@ -331,9 +379,12 @@ func Run(ctx context.Context, s Scenario) (Result, error) {
 	if s.Model == Capacity {
 		res.Capacity = s.Capacity
 	}
-	var p50, p99, pmax float64
+	var (
+		p50, p99, pmax float64
+		withSuccess    int // trials in which a client succeeded
+	)
 	for k := 0; k < s.Trials; k++ {
-		t, err := st.trial(ctx, uint64(k))
+		t, err := st.trial(uint64(k))
 		if err != nil {
 			return Result{}, err
 		}
@@ -342,9 +393,12 @@ func Run(ctx context.Context, s Scenario) (Result, error) {
 		res.GaveUp += float64(t.gaveUp)
 		res.PeakLoad += float64(t.peak)
 		res.BudgetRefused += float64(t.refused)
-		p50 += float64(t.p50)
-		p99 += float64(t.p99)
-		pmax += float64(t.max)
+		if t.succeeded > 0 {
+			withSuccess++
+			p50 += float64(t.p50)
+			p99 += float64(t.p99)
+			pmax += float64(t.max)
+		}
 		if k == 0 {
 			res.Load = slices.Clone(st.load)
 		}
@@ -355,9 +409,12 @@ func Run(ctx context.Context, s Scenario) (Result, error) {
 	res.GaveUp /= n
 	res.PeakLoad /= n
 	res.BudgetRefused /= n
-	res.CompletionP50 = time.Duration(p50 / n)
-	res.CompletionP99 = time.Duration(p99 / n)
-	res.CompletionMax = time.Duration(pmax / n)
+	if withSuccess > 0 {
+		ns := float64(withSuccess)
+		res.CompletionP50 = time.Duration(p50 / ns)
+		res.CompletionP99 = time.Duration(p99 / ns)
+		res.CompletionMax = time.Duration(pmax / ns)
+	}
 	res.RequestsPerSuccess = math.Inf(1)
 	if res.Succeeded > 0 {
 		res.RequestsPerSuccess = res.Requests / res.Succeeded

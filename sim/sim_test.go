@@ -298,7 +298,7 @@ func TestPeakLoadPastCut(t *testing.T) {
 	for _, n := range r.Load {
 		sum += n
 	}
-	if r.PeakLoad != 7 || r.Requests != 21 || len(r.Load) > 1<<20 || sum == 21 {
+	if r.PeakLoad != 7 || r.Requests != 21 || len(r.Load) > sim.MaxLoadSlots || sum == 21 {
 		t.Errorf("peak %v requests %v, load series of %d slots holding %d: want peak 7 past the cut", r.PeakLoad, r.Requests, len(r.Load), sum)
 	}
 }
@@ -316,5 +316,82 @@ func TestCapacityArrivalOrder(t *testing.T) {
 	if r.Succeeded != 3 || all.Succeeded != 6 || r.CompletionMax != all.CompletionP50 {
 		t.Errorf("accepted %v, last at %v; the third-earliest of %v starts is at %v",
 			r.Succeeded, r.CompletionMax, all.Succeeded, all.CompletionP50)
+	}
+}
+
+// cancelled returns a context that has already ended.
+func cancelled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+// Run checks ctx every few thousand events however they are split into
+// trials: a run of many one-client trials is cancelled too (it used to
+// count events per trial, so that a trial of under 4,096 never looked).
+func TestCancelManySmallTrials(t *testing.T) {
+	for _, m := range []sim.Model{sim.Capacity, sim.Contention} {
+		start := time.Now()
+		_, err := sim.Run(cancelled(), sim.Scenario{Model: m, Clients: 1, Trials: 10_000_000})
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("%v: got %v, want context.Canceled", m, err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%v: cancelled after %v", m, d)
+		}
+	}
+}
+
+// The completion percentiles are averaged over the trials in which a
+// client succeeded: a trial in which nobody did adds no zero.
+func TestCompletionOverTrialsWithSuccess(t *testing.T) {
+	// One client, one attempt, starting in [0, 2 s) against a server that
+	// is down for the first second: it succeeds in about half the trials,
+	// each time at or after 1 s.
+	s := sim.Scenario{Clients: 1, StartWindow: 2 * time.Second, Outage: time.Second, Trials: 100, Seed: 1,
+		Policy: retry.Policy{MaxAttempts: 1}}
+	r := run(t, s)
+	if r.Succeeded == 0 || r.Succeeded == 1 {
+		t.Fatalf("succeeded %v: want a success in some trials, not all", r.Succeeded)
+	}
+	if r.CompletionP50 < s.Outage || r.CompletionP99 < s.Outage || r.CompletionMax < s.Outage ||
+		r.CompletionMax >= s.StartWindow {
+		t.Errorf("succeeded %v: completion p50 %v p99 %v max %v, want each in [%v, %v)",
+			r.Succeeded, r.CompletionP50, r.CompletionP99, r.CompletionMax, s.Outage, s.StartWindow)
+	}
+	// Nobody ever succeeds: all zero.
+	s.Outage = sim.MaxDuration
+	if r := run(t, s); r.Succeeded != 0 || r.CompletionP50 != 0 || r.CompletionMax != 0 {
+		t.Errorf("no success: succeeded %v, completion p50 %v max %v, want 0", r.Succeeded, r.CompletionP50, r.CompletionMax)
+	}
+}
+
+// Validate makes exactly the checks Run makes before it starts.
+func TestValidate(t *testing.T) {
+	for name, s := range map[string]sim.Scenario{
+		"ok":        {Clients: 100, Outage: time.Second},
+		"fleet":     {Clients: 100, Outage: sim.MaxDuration, Processes: 4, Budget: &retry.BudgetConfig{}},
+		"Clients":   {},
+		"Capacity":  {Clients: 1, Capacity: -1},
+		"Model":     {Clients: 1, Model: 9},
+		"MaxDelay":  {Clients: 1, Policy: retry.Policy{MaxDelay: -1}},
+		"Budget":    {Clients: 1, Budget: &retry.BudgetConfig{Window: time.Microsecond}},
+		"Immediate": {Clients: 10, Outage: time.Second, Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: retry.Unlimited}},
+		"work":      {Clients: 10000, Outage: time.Hour, Policy: retry.Policy{Initial: 1, MaxDelay: 1, MaxAttempts: retry.Unlimited}},
+		"trials":    {Clients: 100_000, Trials: 1_000_000_000},
+		"memory":    {Clients: 1_000_000, MaxMemory: 8 << 20},
+	} {
+		v := s.Validate()
+		_, err := sim.Run(context.Background(), s)
+		switch {
+		case name == "ok" || name == "fleet":
+			if v != nil || err != nil {
+				t.Errorf("%s: Validate %v, Run %v: want nil", name, v, err)
+			}
+		case v == nil || err == nil || v.Error() != err.Error() || !strings.HasPrefix(v.Error(), "sim: "):
+			t.Errorf("%s: Validate %v, Run %v: want the same error", name, v, err)
+		case !errors.Is(v, sim.ErrScenario) && !errors.Is(v, retry.ErrInvalidPolicy):
+			t.Errorf("%s: Validate %v wraps neither ErrScenario nor ErrInvalidPolicy", name, v)
+		}
 	}
 }
