@@ -35,6 +35,7 @@ type state struct {
 	ver         []int32 // contention: the version client c read, or -1 before its read
 	done        []int64 // success times of this trial
 	load        []int
+	loadCut     bool  // the trial had calls past MaxLoadSlots, not in load
 	finished    int64 // client runs finished over all trials (progress)
 	rng         *rand.Rand
 	budget      budgetModel
@@ -270,6 +271,8 @@ func (sc *slotCounter) flush(st *state) {
 			clear(st.load[old:])
 		}
 		st.load[sc.slot] = int(sc.n)
+	} else {
+		st.loadCut = true
 	}
 	sc.n = 0
 }
@@ -287,6 +290,7 @@ func (st *state) trial(k uint64) (trialResult, error) {
 	st.rng = rand.New(rand.NewPCG(s.Seed, k))
 	st.done = st.done[:0]
 	st.load = st.load[:0]
+	st.loadCut = false
 	st.budget.reset()
 	if s.Model == Capacity {
 		return st.capacityTrial()

@@ -187,6 +187,10 @@ type Result struct {
 	// PeakLoad included).
 	Load []int
 
+	// LoadCut reports that trial 0 had calls past MaxLoadSlots slots,
+	// which Load leaves out. False when Load holds every call.
+	LoadCut bool
+
 	// Processes is the number of processes the clients were split into,
 	// and Budget "local" (one budget per process), "shared" (one for the
 	// fleet) or "" (none).
@@ -401,6 +405,7 @@ func simulate(ctx context.Context, s Scenario, maxWork float64) (Result, error) 
 		}
 		if k == 0 {
 			res.Load = slices.Clone(st.load)
+			res.LoadCut = st.loadCut
 		}
 	}
 	n := float64(s.Trials)

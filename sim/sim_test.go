@@ -298,8 +298,14 @@ func TestPeakLoadPastCut(t *testing.T) {
 	for _, n := range r.Load {
 		sum += n
 	}
-	if r.PeakLoad != 7 || r.Requests != 21 || len(r.Load) > sim.MaxLoadSlots || sum == 21 {
-		t.Errorf("peak %v requests %v, load series of %d slots holding %d: want peak 7 past the cut", r.PeakLoad, r.Requests, len(r.Load), sum)
+	if r.PeakLoad != 7 || r.Requests != 21 || len(r.Load) > sim.MaxLoadSlots || sum == 21 || !r.LoadCut {
+		t.Errorf("peak %v requests %v, load series of %d slots holding %d, LoadCut %v: want peak 7 past the cut, reported",
+			r.PeakLoad, r.Requests, len(r.Load), sum, r.LoadCut)
+	}
+	// Every call within the series: not cut.
+	r = run(t, sim.Scenario{Clients: 3, Outage: 2 * time.Second, Seed: 1, Policy: retry.Policy{MaxAttempts: 7}})
+	if r.LoadCut {
+		t.Errorf("a run of %d slots reports its load series cut", len(r.Load))
 	}
 }
 

@@ -226,6 +226,18 @@ func (o *simOptions) scenarios() ([]string, []sim.Scenario, error) {
 		if err := s.Policy.Validate(); err != nil {
 			return nil, nil, usageError{fmt.Errorf("simulate: %w", err)}
 		}
+		// Every strategy is checked before the first one runs: a refusal
+		// (memory, work) must not come after minutes of another's run.
+		if err := s.Validate(); err != nil {
+			if !errors.Is(err, sim.ErrScenario) && !errors.Is(err, retry.ErrInvalidPolicy) {
+				return nil, nil, err
+			}
+			msg := simFlags.Replace(err.Error())
+			if len(names) > 1 {
+				msg = fmt.Sprintf("%s (strategy %s of --compare)", msg, n)
+			}
+			return nil, nil, usageError{errors.New(msg)}
+		}
 		scs = append(scs, s)
 	}
 	return names, scs, nil
@@ -306,6 +318,14 @@ func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) e
 		res = append(res, strategyResult{names[i], r})
 	}
 	prog.clear()
+	if csvFile != nil || plotFile != nil {
+		for i, r := range res {
+			if r.Result.LoadCut {
+				fmt.Fprintf(stderr, "retry: simulate: the load series of %s stops after %d slots of %v: later requests are not in the CSV or the plot\n",
+					names[i], sim.MaxLoadSlots, o.slot)
+			}
+		}
+	}
 	defer func() {
 		for _, f := range []*output{csvFile, plotFile} {
 			if f != nil {

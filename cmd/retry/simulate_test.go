@@ -136,6 +136,10 @@ func TestSimulateBadInput(t *testing.T) {
 		// Zero would silently mean the simulator's default.
 		{"--latency 0", []string{"--model", "contention", "--latency", "0"}},
 		{"--latency-sd 0", []string{"--model", "contention", "--latency-sd", "0"}},
+		// Every strategy of --compare is checked before the first runs (the
+		// first would run for seconds; the second needs more memory).
+		{"decorrelated", []string{"--clients", "1000000", "--slot", "1ms", "--multiplier", "1", "--initial", "1ms", "--max-delay", "1000h",
+			"--outage", "1h", "--attempts", "300", "--compare", "none,decorrelated", "--max-memory", "200MiB"}},
 		// --compare names the strategies: a --jitter beside it would be ignored.
 		{"--jitter and --compare", []string{"--jitter", "full", "--compare", "none,equal"}},
 	} {
@@ -384,5 +388,23 @@ func TestSimulateCSVAndOutSameFile(t *testing.T) {
 	}
 	if b, _ := os.ReadFile("b.svg"); string(b) != "precious" {
 		t.Errorf("b.svg holds %q after the refused run", b)
+	}
+}
+
+// A load series cut at sim.MaxLoadSlots is said on stderr when it goes to
+// a file, not left silent.
+func TestSimulateSaysSeriesCut(t *testing.T) {
+	dir := t.TempDir()
+	_, stderr, err := simulate(t, "--clients", "10", "--outage", "30h", "--initial", "1s", "--max-delay", "10m",
+		"--attempts", "-1", "--slot", "100ms", "--csv", filepath.Join(dir, "long.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr, "stops after 1048576 slots of 100ms") {
+		t.Errorf("stderr %q: want the cut of the load series said", stderr)
+	}
+	_, stderr, err = simulate(t, "--clients", "10", "--outage", "10s", "--csv", filepath.Join(dir, "short.csv"))
+	if err != nil || stderr != "" {
+		t.Errorf("a series that is not cut: err %v, stderr %q", err, stderr)
 	}
 }
