@@ -94,3 +94,50 @@ func TestElapsedFromFirstFailureWithoutMaxElapsed(t *testing.T) {
 		t.Fatalf("first EventRetry %+v: want an Elapsed without the first attempt's 200ms", d.retry)
 	}
 }
+
+// A retry the Throttle rejects reports, as retry.Do does, the waits before
+// it: here the first retry's Delay; the attempt after it is let through.
+func TestThrottledRetryReportsWaited(t *testing.T) {
+	th, err := retry.NewThrottle(retry.ThrottleConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu     sync.Mutex
+		events []retry.Event
+	)
+	p := fast
+	p.Throttle = th
+	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, e)
+		switch e.Kind {
+		case retry.EventRetry:
+			if e.Attempt == 1 {
+				th.SetFleet(1<<40, 0) // reject attempt 2
+			}
+		case retry.EventThrottled:
+			th.SetFleet(0, 1<<40) // let attempt 3 through
+		}
+	})
+	c := grpcClient(t, &fakeRedis{script: failing(1, status.Error(codes.Unavailable, "down"))})
+	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+	if _, err := getInstance(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var first, throttled *retry.Event
+	for i := range events {
+		switch e := &events[i]; {
+		case e.Kind == retry.EventRetry && first == nil:
+			first = e
+		case e.Kind == retry.EventThrottled:
+			throttled = e
+		}
+	}
+	if first == nil || throttled == nil || throttled.Waited != first.Delay || first.Delay == 0 {
+		t.Fatalf("first retry %+v, throttled attempt %+v: want the throttled attempt's Waited to be the first retry's Delay", first, throttled)
+	}
+}

@@ -57,7 +57,8 @@ import (
 // costs an attempt and a wait, as in retry.Do, without a request, the wait
 // being added to the next granted one; when the Throttle rejects every
 // attempt left, the call ends at once, without those waits, as gax cannot
-// be told to wait and then stop). A
+// be told to wait and then stop: the EventDone's Waited leaves them out,
+// although the EventThrottled before it counted them). A
 // Retryer gets no context: a wait that would pass the context's deadline
 // is not refused in advance (gax's sleep ends at the deadline and gax
 // returns the context's error), and AttemptTimeout is not applied (use
@@ -259,10 +260,10 @@ func (r *retryer) Retry(err error) (time.Duration, bool) {
 			return r.giveUp(err, retry.ReasonTimeBudget, elapsed)
 		}
 		if p.Budget != nil && !p.Budget.AllowRetry() {
-			r.emit(retry.Event{Kind: retry.EventBudgetRefused, Attempt: r.n, Err: err, Waited: r.waited + total, Elapsed: elapsed})
+			r.emit(retry.Event{Kind: retry.EventBudgetRefused, Attempt: r.n, Err: err, Waited: addSat(r.waited, total), Elapsed: elapsed})
 			return r.giveUp(err, retry.ReasonBudget, elapsed)
 		}
-		r.emit(retry.Event{Kind: retry.EventRetry, Attempt: r.n, Err: err, Delay: d, Waited: r.waited + total, Elapsed: elapsed})
+		r.emit(retry.Event{Kind: retry.EventRetry, Attempt: r.n, Err: err, Delay: d, Waited: addSat(r.waited, total), Elapsed: elapsed})
 		total = addSat(total, d)
 		r.n++
 		if p.Throttle == nil || p.Throttle.Allow() {
@@ -271,7 +272,7 @@ func (r *retryer) Retry(err error) (time.Duration, bool) {
 		// Rejected locally: the attempt counts, nothing is sent, and the
 		// loop goes on as after any failure.
 		err = retry.ErrThrottled
-		r.emit(retry.Event{Kind: retry.EventThrottled, Attempt: r.n, Err: err, Waited: r.waited + total})
+		r.emit(retry.Event{Kind: retry.EventThrottled, Attempt: r.n, Err: err, Waited: addSat(r.waited, total)})
 	}
 	r.waited = addSat(r.waited, total)
 	r.emit(retry.Event{Kind: retry.EventAttempt, Attempt: r.n, Waited: r.waited})

@@ -73,7 +73,10 @@ import (
 //
 // The loop is retry.Do's, started at the first failure with that failure
 // as its first attempt: MaxAttempts and MaxElapsed count from the start of
-// the stream, and Budget, the nesting rule and the Observer apply (the
+// the stream (so does the Elapsed of the Observer's events and of the
+// *retry.Error with MaxElapsed, as in retry.Do; without it, from the first
+// failure; the Logger's elapsed always counts from the first failure), and
+// Budget, the nesting rule and the Observer apply (the
 // Observer hears of a stream only when an attempt fails with an error
 // that is retried or refused; the Budget counts every first attempt once,
 // as retry.Do does: through that loop, or, for a stream that does not

@@ -103,14 +103,19 @@ type retryer struct {
 
 // maxAttempts returns the policy's attempt limit, 0 for none.
 func (r *retryer) maxAttempts() int {
-	switch n := r.p.MaxAttempts; {
-	case n == retry.Unlimited:
-		return 0
-	case n == 0:
-		return retry.DefaultMaxAttempts
-	default:
+	if n := r.limit(); n != retry.Unlimited {
 		return n
 	}
+	return 0
+}
+
+// limit returns the policy's attempt limit as retry.Do reports it in
+// Event.MaxAttempts: the default for zero, Unlimited as it is.
+func (r *retryer) limit() int {
+	if r.p.MaxAttempts == 0 {
+		return retry.DefaultMaxAttempts
+	}
+	return r.p.MaxAttempts
 }
 
 // accepted is the default rule of retry.ThrottleConfig.Accepted.
@@ -126,10 +131,7 @@ func accepted(err error) bool {
 // reports it (the default for zero, Unlimited as it is).
 func (r *retryer) observe(e retry.Event) {
 	if r.p.Observer != nil {
-		e.MaxAttempts = r.p.MaxAttempts
-		if e.MaxAttempts == 0 {
-			e.MaxAttempts = retry.DefaultMaxAttempts
-		}
+		e.MaxAttempts = r.limit()
 		r.p.Observer.Observe(context.Background(), e)
 	}
 }

@@ -156,12 +156,13 @@ func (o *simOptions) scenarios() ([]string, []sim.Scenario, error) {
 			return nil, nil, bad("--%s %v is over the simulator's maximum %v", d.name, d.v, sim.MaxDuration)
 		}
 	}
-	// The simulator reads a zero delay as its default: refuse it rather
-	// than run with 10ms or 2ms unasked.
-	if o.latency == 0 {
+	// The simulator reads a zero delay as its default: in the contention
+	// model, which uses them, refuse it rather than run with 10ms or 2ms
+	// unasked.
+	if model == sim.Contention && o.latency == 0 {
 		return nil, nil, bad("--latency 0 would mean the default (%v); give a positive delay (1ns for almost none)", sim.DefaultLatency)
 	}
-	if o.latencySD == 0 {
+	if model == sim.Contention && o.latencySD == 0 {
 		return nil, nil, bad("--latency-sd 0 would mean the default (%v); give a positive value (1ns for almost none)", sim.DefaultLatencySD)
 	}
 	var budget *retry.BudgetConfig

@@ -32,6 +32,9 @@ type srvStore struct {
 	lose func() bool
 	// down, when set and true, makes every call fail unsent.
 	down *atomic.Bool
+	// skip, when it returns true, makes EvalSHA fail unsent: the next
+	// sync comes two intervals after the last success.
+	skip func() bool
 }
 
 var errDown = errors.New("dial tcp: connection refused")
@@ -45,6 +48,9 @@ func (s srvStore) Load(_ context.Context, script string) (string, error) {
 
 func (s srvStore) EvalSHA(_ context.Context, sha string, keys, args []string) ([]int64, error) {
 	if s.down != nil && s.down.Load() {
+		return nil, errDown
+	}
+	if s.skip != nil && s.skip() {
 		return nil, errDown
 	}
 	cmd := append([]string{"EVALSHA", sha, strconv.Itoa(len(keys))}, keys...)
@@ -104,12 +110,19 @@ func TestIntervalLongerThanSlotPushesCounts(t *testing.T) {
 		b, _ := retry.NewBudget(retry.BudgetConfig{Ratio: 1, MinPerSecond: -1, Window: time.Second}) // slot 100 ms
 		th, _ := retry.NewThrottle(retry.ThrottleConfig{Window: time.Second})
 		cfg := Config{Name: "x", Prefix: "slow", Interval: 200 * time.Millisecond, Logger: quiet}
-		eb, err := StartBudget(cfg, srvStore{srv: srv}, b)
+		// Every third sync fails unsent, so the one after it comes two
+		// intervals after the last success: late, but within the slack
+		// of a regular sync (one interval plus max(slot, interval)).
+		every3 := func() func() bool {
+			var n atomic.Int64
+			return func() bool { return n.Add(1)%3 == 0 }
+		}
+		eb, err := StartBudget(cfg, srvStore{srv: srv, skip: every3()}, b)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer eb.Close()
-		et, err := StartThrottle(cfg, srvStore{srv: srv}, th)
+		et, err := StartThrottle(cfg, srvStore{srv: srv, skip: every3()}, th)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,9 +133,9 @@ func TestIntervalLongerThanSlotPushesCounts(t *testing.T) {
 			th.Record(true)
 			sent++
 		}
-		time.Sleep(450 * time.Millisecond) // two more syncs
-		// In the bubble every sync runs on its tick, none late: every event
-		// must be in the store.
+		time.Sleep(650 * time.Millisecond) // three more syncs, one of them failing
+		// In the bubble every sync runs on its tick: every event must be in
+		// the store.
 		if a := fieldSum(t, srv, "slow", "budget", "a"); a != sent {
 			t.Errorf("budget: %d first attempts made, the store holds %d", sent, a)
 		}
