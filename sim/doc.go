@@ -81,7 +81,8 @@
 // filled chunk of 4 to 256 events; it generates no garbage per request.
 // Before starting it estimates the memory it needs and refuses a Scenario
 // over MaxMemory, and one whose clients would surely send over MaxRequests
-// requests while the server cannot take them (Scenario.Validate makes the
+// requests while the server cannot take them (or, with a retry budget,
+// could, if the budget granted all it may; Scenario.Validate makes the
 // same checks). A run in which clients still wait at MaxTime, or that has
 // processed more than MaxRequests requests, ends with an error, so every
 // Scenario ends.

@@ -126,7 +126,7 @@ func (st *state) check() error {
 // requests.
 func errWork() error {
 	return fmt.Errorf("%w: the run has processed over MaxRequests (%.0e) requests, all trials together: "+
-		"its clients retry far more than the server takes (lengthen the waits, or limit Policy.MaxAttempts or MaxElapsed)",
+		"its clients keep retrying (lengthen the waits, or limit Policy.MaxAttempts or MaxElapsed)",
 		ErrScenario, MaxRequests)
 }
 

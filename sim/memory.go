@@ -100,7 +100,9 @@ func (s *Scenario) runSpan() time.Duration {
 // policy's MaxDelay (or RetryAfter) while the server cannot take them:
 // during the outage, or while it serves the others Capacity per Slot. A
 // Budget exempts a Scenario from that check only if all it can grant over
-// the whole run keeps the run within MaxRequests.
+// the whole run (see budgetGrants) keeps the run within MaxRequests; one
+// that cannot is refused on what the clients could send, a bound rather
+// than a certainty.
 //
 // While it runs, in both models (the contention model has no up-front
 // bound: its work grows about as Clients² with unlimited attempts), Run
@@ -186,11 +188,10 @@ func (s *Scenario) minRequests() float64 {
 // Summed over the blocks, each first attempt counts at most twice: one
 // budget grants at most M × reserve + 2 × Ratio × F over M blocks, the
 // floor being granted again in every block. The budget's clock in this
-// model is the start of the slot being processed, within [0, runSpan], so
-// M = ⌊runSpan / (10 × sub)⌋ + 1, runSpan being MaxTime when nothing else
-// ends the run (the floor then lasts to the end of virtual time). The
-// first attempts of all the budgets together are Clients, and there are
-// Processes budgets, or one if SharedBudget.
+// model is the start of the slot being processed, within [0, lastSlot]
+// (see lastSlot), so M = ⌊lastSlot / (10 × sub)⌋ + 1. The first attempts
+// of all the budgets together are Clients, and there are Processes
+// budgets, or one if SharedBudget.
 func (s *Scenario) budgetGrants() float64 {
 	var m budgetModel
 	m.init(*s.Budget, 1, true)
@@ -198,8 +199,35 @@ func (s *Scenario) budgetGrants() float64 {
 	if s.SharedBudget {
 		nb = 1
 	}
-	blocks := math.Floor(float64(s.runSpan())/(windowSlots*float64(m.sub))) + 1
+	blocks := math.Floor(s.lastSlot()/(windowSlots*float64(m.sub))) + 1
 	return nb*blocks*m.reserve + 2*m.ratio*float64(s.Clients)
+}
+
+// lastSlot bounds the start of the last slot in which a client of a
+// capacity-model run (s resolved) acts, in nanoseconds: no later than
+// runSpan, and, as no client is left retrying once the server has served
+// them all:
+//   - with zero waits (maxWait 0), every client acts only at its start,
+//     before StartWindow;
+//   - otherwise, let t0 be the first slot boundary at which every client
+//     has started and the outage is over, and P = ⌈maxWait/Slot⌉ + 1
+//     slots. In each P-slot period from t0 on, every client still
+//     retrying sends at least once (its waits are at most maxWait <
+//     P × Slot), and slots holding n_i of those requests accept
+//     Σ min(n_i, Capacity) ≥ min(Σ n_i, Capacity) of them: at least
+//     Capacity clients, or all that are left, succeed. Stops (MaxAttempts,
+//     MaxElapsed, the budget) only end clients sooner. So after
+//     ⌈Clients/Capacity⌉ periods none is left.
+func (s *Scenario) lastSlot() float64 {
+	span := float64(s.runSpan())
+	slot := float64(s.Slot)
+	w := s.maxWait()
+	if w <= 0 {
+		return min(span, math.Ceil(float64(s.StartWindow)/slot)*slot)
+	}
+	t0 := math.Ceil(float64(max(s.Outage, s.StartWindow))/slot) * slot
+	periods := math.Ceil(float64(s.Clients) / float64(s.Capacity))
+	return min(span, t0+periods*(math.Ceil(float64(w)/slot)+1)*slot)
 }
 
 // byteSize formats b in binary units, as "4.0 GiB".

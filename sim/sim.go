@@ -306,17 +306,20 @@ func (s *Scenario) resolve() error {
 	// are held to what they would send without one.
 	if s.Model == Capacity && (s.Budget == nil || (float64(s.Clients)+s.budgetGrants())*float64(s.Trials) > MaxRequests) {
 		if n := s.minRequests() * float64(s.Trials); n > MaxRequests {
-			budget := ""
+			// With a budget this is what the clients could send, if it
+			// granted what it may: not a certainty, but too much to run.
+			would, budget := "would send at least", ""
 			if s.Budget != nil {
-				budget = fmt.Sprintf(" (the retry budget could grant %.3g retries per trial, too many to stop them)", s.budgetGrants())
+				would = "could send"
+				budget = fmt.Sprintf(" (the retry budget could grant %.3g retries per trial, too many to rely on it to stop them)", s.budgetGrants())
 			}
 			if s.maxWait() <= 0 {
-				return bad("the clients would send at least %.3g requests in %d trials while the server cannot take them "+
+				return bad("the clients "+would+" %.3g requests in %d trials while the server cannot take them "+
 					"(the Outage, or Capacity per Slot), over MaxRequests (%.0e)%s: with Policy.Initial retry.Immediate (no waits) "+
 					"and a retry budget each refused client sends all its attempts at one instant, one by one; "+
 					"limit MaxAttempts or set RetryAfter", n, s.Trials, MaxRequests, budget)
 			}
-			return bad("the clients would send at least %.3g requests in %d trials while the server cannot take them "+
+			return bad("the clients "+would+" %.3g requests in %d trials while the server cannot take them "+
 				"(the Outage, or Capacity per Slot), over MaxRequests (%.0e)%s: waits of at most Policy.MaxDelay %v are "+
 				"too short; lengthen them or limit Policy.MaxAttempts or MaxElapsed", n, s.Trials, MaxRequests, budget, s.maxWait())
 		}
@@ -339,7 +342,8 @@ func (s *Scenario) resolve() error {
 // (Policy.Initial retry.Immediate, no RetryAfter) with unlimited attempts
 // are refused, since they never end; Clients × Trials, and in the capacity
 // model the requests the clients would surely send while the server cannot
-// take them, are at most MaxRequests; and the memory estimate (see Run) is
+// take them (with a retry budget that could grant more than MaxRequests,
+// could send), are at most MaxRequests; and the memory estimate (see Run) is
 // within MaxMemory. The errors wrap ErrScenario, or retry.ErrInvalidPolicy
 // for a bad Policy. A nil error does not promise that Run succeeds: a run
 // can still reach MaxTime, pass MaxRequests while it runs, or see ctx
@@ -350,8 +354,8 @@ func (s Scenario) Validate() error { return s.resolve() }
 // Run simulates s and returns its Result. It is deterministic: the same
 // Scenario gives the same Result. It returns the error Validate returns for
 // a Scenario it refuses up front (a bad Scenario, one that needs more than
-// MaxMemory, checked before anything is allocated, or surely more than
-// MaxRequests requests), an error wrapping ErrScenario for a run whose
+// MaxMemory, checked before anything is allocated, or surely, or with a
+// budget possibly, more than MaxRequests requests), an error wrapping ErrScenario for a run whose
 // clients are still waiting at MaxTime or that has processed more than
 // MaxRequests requests, and ctx's error if ctx ends first (checked every
 // few thousand events, however they are split into trials). It validates
