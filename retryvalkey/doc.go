@@ -116,7 +116,9 @@
 //
 // RetryDelay decides each of valkey-go's repeats without the call's
 // context or history, so its events differ from retry.Do's:
-//   - their Waited and Elapsed are zero;
+//   - their Waited and Elapsed are zero, and the call's EventDone.Waited
+//     leaves out valkey-go's waits (so does retryotel's
+//     retry.call.retry_delay);
 //   - a repeat is granted (Budget retry taken, failure counted by the
 //     Throttle, EventRetry and EventAttempt told) before valkey-go checks
 //     the wait against the deadline (the context's, or MaxElapsed's); a
