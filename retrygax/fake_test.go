@@ -85,6 +85,7 @@ func grpcClient(t *testing.T, f *fakeRedis, dopts ...grpc.DialOption) *redis.Clo
 type restAnswer struct {
 	code    int
 	headers map[string]string
+	details []any // the error's details, as the JSON error body carries them
 }
 
 // restClient starts an httptest fake of the CloudRedis REST API answering
@@ -99,8 +100,11 @@ func restClient(t *testing.T, calls *atomic.Int32, script func(n int) restAnswer
 		w.Header().Set("Content-Type", "application/json")
 		if a.code != http.StatusOK {
 			w.WriteHeader(a.code)
-			json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
-				"code": a.code, "message": "scripted " + strconv.Itoa(a.code), "status": "UNAVAILABLE"}})
+			e := map[string]any{"code": a.code, "message": "scripted " + strconv.Itoa(a.code), "status": "UNAVAILABLE"}
+			if a.details != nil {
+				e["details"] = a.details
+			}
+			json.NewEncoder(w).Encode(map[string]any{"error": e})
 			return
 		}
 		json.NewEncoder(w).Encode(map[string]any{"name": r.URL.Path[len("/v1/"):], "state": "READY"})

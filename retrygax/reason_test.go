@@ -3,11 +3,13 @@ package retrygax_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	redis "cloud.google.com/go/redis/apiv1"
 	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -139,5 +141,64 @@ func TestThrottledRetryReportsWaited(t *testing.T) {
 	}
 	if first == nil || throttled == nil || throttled.Waited != first.Delay || first.Delay == 0 {
 		t.Fatalf("first retry %+v, throttled attempt %+v: want the throttled attempt's Waited to be the first retry's Delay", first, throttled)
+	}
+}
+
+// retryDelays runs calls calls of c with p (an Observer is added) and
+// returns the Delay of every EventRetry.
+func retryDelays(t *testing.T, c *redis.CloudRedisClient, p retry.Policy, calls int) []time.Duration {
+	t.Helper()
+	var (
+		mu     sync.Mutex
+		delays []time.Duration
+	)
+	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+		if e.Kind == retry.EventRetry {
+			mu.Lock()
+			delays = append(delays, e.Delay)
+			mu.Unlock()
+		}
+	})
+	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+	for range calls {
+		getInstance(t.Context(), c)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Clone(delays)
+}
+
+// A server's RetryInfo wait is jittered (up to 10 % more, drawn afresh),
+// so clients told the same wait do not come back together.
+func TestServerDelayJittered(t *testing.T) {
+	const hint = 5 * time.Millisecond
+	c := grpcClient(t, &fakeRedis{script: func(int) error { return retryInfoErr(codes.Unavailable, hint) }})
+	delays := retryDelays(t, c, retry.Policy{Initial: retry.Immediate, MaxAttempts: 2}, 10)
+	distinct := map[time.Duration]bool{}
+	for _, d := range delays {
+		distinct[d] = true
+		if d < hint || d > hint+hint/10 {
+			t.Errorf("wait %v after RetryInfo %v: want it plus up to 10 %%", d, hint)
+		}
+	}
+	if len(delays) != 10 || len(distinct) < 2 {
+		t.Errorf("waits %v: want 10, jittered", delays)
+	}
+}
+
+// Over REST, a google.rpc.RetryInfo in the JSON error's details sets the
+// least wait, as it does over gRPC.
+func TestRESTRetryInfo(t *testing.T) {
+	var calls atomic.Int32
+	c := restClient(t, &calls, func(n int) restAnswer {
+		if n == 1 {
+			return restAnswer{code: 429, details: []any{map[string]any{
+				"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "0.05s"}}}
+		}
+		return restAnswer{code: 200}
+	}, nil)
+	delays := retryDelays(t, c, fast, 1)
+	if len(delays) != 1 || delays[0] < 50*time.Millisecond || calls.Load() != 2 {
+		t.Fatalf("waits %v, %d calls: want one retry after at least the 50ms of RetryInfo", delays, calls.Load())
 	}
 }

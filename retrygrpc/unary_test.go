@@ -770,3 +770,39 @@ func TestEndedContextKeepsStatus(t *testing.T) {
 		t.Fatalf("the server saw %d calls, want none", s.Calls(methodUnary)+s.Calls(methodBidi))
 	}
 }
+
+// A server's wait is jittered, as Retry-After is in retryhttp: each retry
+// waits the pushback plus up to 10 % of it, drawn afresh, so clients
+// pushed back together do not come back together.
+func TestPushbackJittered(t *testing.T) {
+	const hint = 5 * time.Millisecond
+	var (
+		mu     sync.Mutex
+		delays []time.Duration
+	)
+	p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 2, // no wait of its own: the hint's alone
+		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+			if e.Kind == retry.EventRetry {
+				mu.Lock()
+				delays = append(delays, e.Delay)
+				mu.Unlock()
+			}
+		})}
+	s := &echoServer{unary: withPushback(1<<30, "5")}
+	cc := serve(t, s, retrygrpc.DialOptions(p)...)
+	for range 10 {
+		callUnary(t.Context(), cc, methodUnary)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	distinct := map[time.Duration]bool{}
+	for _, d := range delays {
+		distinct[d] = true
+		if d < hint || d > hint+hint/10 {
+			t.Errorf("wait %v after a pushback of %v: want %v plus up to 10 %%", d, hint, hint)
+		}
+	}
+	if len(delays) != 10 || len(distinct) < 2 {
+		t.Errorf("waits %v: want 10, jittered (not all alike)", delays)
+	}
+}
