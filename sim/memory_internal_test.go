@@ -54,14 +54,21 @@ func TestLastSlotBoundsTheRun(t *testing.T) {
 			StartWindow: time.Duration(rng.IntN(2000)) * time.Millisecond,
 			Seed:        rng.Uint64(),
 			Policy: retry.Policy{
-				Initial:     time.Duration(1+rng.IntN(100)) * time.Millisecond,
-				MaxDelay:    time.Duration(100+rng.IntN(900)) * time.Millisecond,
+				Initial:     time.Duration(1+rng.IntN(5)) * time.Millisecond,
+				MaxDelay:    time.Duration(5+rng.IntN(900)) * time.Millisecond,
 				Jitter:      jitters[rng.IntN(len(jitters))],
 				MaxAttempts: []int{retry.Unlimited, 3, 20}[rng.IntN(3)],
 			},
 		}
-		if rng.IntN(3) == 0 {
+		switch rng.IntN(4) {
+		case 0: // a server's wait, often longer than the policy's
 			s.RetryAfter = time.Duration(rng.IntN(500)) * time.Millisecond
+		case 1: // zero waits: every client acts at its start only
+			s.Policy.Initial, s.Policy.MaxDelay = retry.Immediate, 0
+			s.Policy.MaxAttempts = []int{3, 20}[rng.IntN(2)]
+		}
+		if rng.IntN(4) == 0 {
+			s.Policy.MaxElapsed = time.Duration(1+rng.IntN(5000)) * time.Millisecond
 		}
 		if rng.IntN(2) == 0 {
 			s.Budget = &retry.BudgetConfig{Ratio: rng.Float64(), MinPerSecond: float64(rng.IntN(50)), Window: time.Second}
