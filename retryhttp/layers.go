@@ -118,7 +118,10 @@ type exhaustWriter struct {
 }
 
 func (w *exhaustWriter) WriteHeader(code int) {
-	if !w.wrote && code >= 200 {
+	// 1xx are informational, except 101 Switching Protocols, which net/http
+	// treats as the final header: a Write or Flush after it must not add a
+	// 200 of its own.
+	if !w.wrote && (code >= 200 || code == http.StatusSwitchingProtocols) {
 		w.wrote = true
 		if DefaultRetryStatus(code) && w.t.exhausted.Load() {
 			w.Header().Set(HeaderExhausted, "1")
