@@ -90,7 +90,9 @@ const (
 // connection could not be reused anyway) stays open until the loop has
 // decided to retry, and is closed then, without reading more, before the
 // wait; if GetBody then fails, no response is left to return and RoundTrip
-// returns the error.
+// returns the error. If a Throttle then rejects every attempt left, that
+// response is returned, its body giving the bytes read and then an error,
+// never a silent io.EOF.
 //
 // Giving up: on a retryable status the last response is returned (status,
 // headers, readable body) with a nil error. On a transport error, the
@@ -106,7 +108,9 @@ const (
 // untouched. The
 // caller's request is never modified: each retry sends a clone, carrying
 // [HeaderAttempt]. The transport owns that header: a first attempt is sent
-// without it, even if the caller's request has one.
+// without it, even if the caller's request has one. Every clone shares the
+// caller's Trailer map (as net/http's own resend does), so that trailer
+// values a body sets as it is read are sent.
 //
 // A Transport inspects responses, which the http.RoundTripper contract
 // discourages; that is its purpose. The zero value is usable: it retries
@@ -247,8 +251,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			// The transport owns the header: a first attempt goes without
 			// the caller's (a proxy's copy of its inbound request's
 			// headers, say), which would tell the server it is a retry.
+			orig := req
 			req = req.Clone(ctx)
 			delete(req.Header, HeaderAttempt)
+			// The caller's body may fill in its request's Trailer as it
+			// is read (see http.Request.Trailer): every attempt sends
+			// that map itself, not a copy taken before the values are set.
+			req.Trailer = orig.Trailer
 		}
 	}
 	plain := t.plain.Load()
@@ -383,9 +392,11 @@ func (c *call) loop(ctx context.Context) (*http.Response, error) {
 }
 
 // Observe passes e on to the policy's own Observer and, when the loop is
-// about to wait before a retry, drains and closes the previous response if
-// release left it open (a body longer than maxDrain): the loop no longer
-// returns it, and its connection is freed before the wait.
+// about to wait before a retry, closes the body of the previous response if
+// release left it open (a body longer than maxDrain), so that its
+// connection is freed before the wait; the response stays the last answer
+// (a Throttle may still reject every attempt left), with a body that ends
+// in errReleased.
 func (c *call) Observe(ctx context.Context, e retry.Event) {
 	if e.Kind == retry.EventAttempt || e.Kind == retry.EventThrottled {
 		c.loopN = e.Attempt
@@ -397,17 +408,33 @@ func (c *call) Observe(ctx context.Context, e retry.Event) {
 	} else if c.observer != nil {
 		c.observer.Observe(ctx, e)
 	}
-	if e.Kind == retry.EventRetry && c.last != nil {
-		if _, open := c.last.Body.(*prefixBody); open || c.last.ContentLength > maxDrain {
+	if e.Kind == retry.EventRetry && c.last != nil && c.last.Body != nil && c.last.Body != http.NoBody {
+		if pb, open := c.last.Body.(*prefixBody); open || c.last.ContentLength > maxDrain {
 			// Its connection cannot be reused: close it without reading
 			// more, which a server stalling the body would turn into a
-			// wait with no bound.
-			if c.last.Body != nil {
-				c.last.Body.Close()
+			// wait with no bound. The response itself (status, header,
+			// the bytes already read) stays the loop's last answer, in
+			// case a Throttle rejects every attempt that remains; its
+			// body then ends with errReleased rather than a silent EOF.
+			c.last.Body.Close()
+			prefix := bytes.NewReader(nil)
+			if open {
+				prefix = pb.prefix
 			}
-			c.last = nil
+			c.last.Body = &readBody{r: prefix, err: errReleased}
 		}
 	}
+}
+
+// errReleased ends the body of a response returned after its unread rest
+// was closed before the wait for a retry that was then not sent.
+var errReleased = errors.New("retryhttp: the rest of this response's body was discarded before the wait for a retry that was not sent")
+
+// released reports whether resp is a response whose body Observe closed
+// before the wait for a retry.
+func released(resp *http.Response) bool {
+	rb, ok := resp.Body.(*readBody)
+	return ok && rb.err == errReleased
 }
 
 // replayCtx is the caller's context as the retry loop sees it when
@@ -490,6 +517,11 @@ func (c *call) try() (*http.Response, error) {
 	default:
 		b, err := c.req.GetBody()
 		if err != nil {
+			if c.last != nil && released(c.last) {
+				// As documented: a response whose body was closed
+				// before the wait is not returned after GetBody fails.
+				c.last = nil
+			}
 			c.flushAttempt(c.ctx)
 			return nil, retry.Permanent(&getBodyError{err})
 		}
@@ -724,6 +756,10 @@ func satAdd(a, b time.Duration) time.Duration {
 // a clone with ctx, body, and on a retry the attempt header.
 func (c *call) prepare(ctx context.Context, body io.ReadCloser) *http.Request {
 	r := c.req.Clone(ctx)
+	// The caller's body may fill in the request's Trailer while it is read
+	// (see http.Request.Trailer): send the caller's map, which net/http only
+	// reads, not a copy taken before those values are set.
+	r.Trailer = c.req.Trailer
 	if c.n > 1 {
 		if r.Header == nil {
 			r.Header = make(http.Header, 1)
