@@ -125,8 +125,11 @@ func shareConfig(client redis.Scripter, prefix string, opts []ShareOption) (flee
 }
 
 // Close stops the sync goroutine (interrupting a sync in progress) and
-// leaves the Budget or Throttle local. It always returns nil; calling it
-// again does nothing.
+// leaves the Budget or Throttle local, without waiting for the server. A
+// command of the sync that was in progress may still be waiting in the
+// client (go-redis without ContextTimeoutEnabled waits its ReadTimeout); it ends
+// by itself, or when the client is closed. Close always returns nil;
+// calling it again does nothing.
 func (s *Share) Close() error {
 	s.e.Close()
 	return nil

@@ -124,8 +124,11 @@ func shareConfig(client valkey.Client, prefix string, opts []ShareOption) (fleet
 }
 
 // Close stops the sync goroutine (interrupting a sync in progress) and
-// leaves the Budget or Throttle local. It always returns nil; calling it
-// again does nothing.
+// leaves the Budget or Throttle local, without waiting for the server. A
+// command of the sync that was in progress may still be waiting in the
+// client (valkey-go may wait for the deadline it was given); it ends
+// by itself, or when the client is closed. Close always returns nil;
+// calling it again does nothing.
 func (s *Share) Close() error {
 	s.e.Close()
 	return nil
@@ -155,8 +158,39 @@ func newStore(c valkey.Client) store {
 	return store{c}
 }
 
+// Load loads the script on every node of the client: SCRIPT LOAD has no
+// key, and valkey-go sends a keyless command to an arbitrary node of a
+// cluster, not the one that serves the prefix's hash slot (where EVALSHA
+// goes), which would answer NOSCRIPT again.
 func (s store) Load(ctx context.Context, script string) (string, error) {
-	return s.c.Do(ctx, s.c.B().ScriptLoad().Script(script).Build()).ToString()
+	nodes := s.c.Nodes()
+	if len(nodes) <= 1 {
+		return s.c.Do(ctx, s.c.B().ScriptLoad().Script(script).Build()).ToString()
+	}
+	type loaded struct {
+		sha string
+		err error
+	}
+	ch := make(chan loaded, len(nodes))
+	for _, n := range nodes {
+		go func() {
+			sha, err := n.Do(ctx, n.B().ScriptLoad().Script(script).Build()).ToString()
+			ch <- loaded{sha, err}
+		}()
+	}
+	var sha string
+	var err error
+	for range nodes {
+		if r := <-ch; r.err != nil {
+			err = r.err
+		} else {
+			sha = r.sha
+		}
+	}
+	if sha == "" {
+		return "", err
+	}
+	return sha, nil // a node that failed answers NOSCRIPT, and is loaded again
 }
 
 func (s store) EvalSHA(ctx context.Context, sha string, keys, args []string) ([]int64, error) {

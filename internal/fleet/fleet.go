@@ -14,7 +14,11 @@
 // When a sync fails or does not answer within Timeout, the engine calls
 // ClearFleet at once (the process decides locally, exactly as a Budget or
 // Throttle that was never shared) and logs the switch once; the first sync
-// that succeeds again rejoins the fleet (and logs that once).
+// that succeeds again rejoins the fleet (and logs that once). The engine
+// does not rely on the store to honour the context: a store call runs on a
+// goroutine of its own, and one that outlasts its sync's deadline is left
+// to end by itself, while the syncs after it fail at once without a call,
+// so that there is never more than one.
 package fleet
 
 import (
@@ -195,8 +199,9 @@ type Engine struct {
 	lastOK           time.Time
 	keyBuf           [slots + 1]string
 	badLogged        bool
-	localLogged      bool // the switch to local was logged, not yet the way back
-	obj              any  // the Budget or Throttle, key in active
+	localLogged      bool            // the switch to local was logged, not yet the way back
+	inflight         chan evalResult // a store call given up on, until it ends
+	obj              any             // the Budget or Throttle, key in active
 
 	shared   atomic.Bool
 	syncs    atomic.Int64 // successful syncs
@@ -348,8 +353,23 @@ func (e *Engine) syncOnce() {
 		dropA = true
 		dropB = e.kind == "throttle"
 	}
-	keys := append(append(e.keyBuf[:0], e.keys(k)...), e.mark)
-	reply, err := e.eval(ctx, keys, la, lb, dropA, dropB)
+	var reply []int64
+	var err error
+	if e.inflight != nil {
+		select {
+		case <-e.inflight: // a call given up on ended: its reply is stale
+			e.inflight = nil
+		default:
+		}
+	}
+	if e.inflight != nil {
+		// A call given up on is still running (a client that ignores the
+		// context's deadline): never two at once, and this sync fails.
+		err = fmt.Errorf("%s: sync: an earlier sync is still waiting for the server", e.cfg.Name)
+	} else {
+		keys := append(append(e.keyBuf[:0], e.keys(k)...), e.mark)
+		reply, err = e.evalWithin(ctx, keys, la, lb, dropA, dropB)
+	}
 	if err == nil && len(reply) != 1+2*slots {
 		err = fmt.Errorf("%s: sync script answered %d values, want %d", e.cfg.Name, len(reply), 1+2*slots)
 	}
@@ -406,9 +426,38 @@ func addCount(s, v int64) int64 {
 	return s + v
 }
 
-// eval runs the script, loading it first if needed and again on NOSCRIPT.
-// la and lb are the cumulative local counts.
-func (e *Engine) eval(ctx context.Context, keys []string, la, lb int64, dropA, dropB bool) ([]int64, error) {
+// evalResult is the outcome of one store call.
+type evalResult struct {
+	reply []int64
+	err   error
+}
+
+// evalWithin runs eval on a goroutine of its own and waits for it at most
+// until ctx is done, whether or not the Store honours ctx (go-redis, unless
+// ContextTimeoutEnabled, waits its ReadTimeout, 3 s by default; valkey-go
+// only its deadline): a sync that outlasts its timeout fails on time, and
+// Close does not wait for the server. A call given up on is left to end by
+// itself (e.inflight); until it has, no other is made, and what it pushed
+// is not pushed again (the script's mark key).
+func (e *Engine) evalWithin(ctx context.Context, keys []string, la, lb int64, dropA, dropB bool) ([]int64, error) {
+	args := e.args(la, lb, dropA, dropB)
+	ch := make(chan evalResult, 1)
+	go func() {
+		reply, err := e.eval(ctx, keys, args)
+		ch <- evalResult{reply, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.reply, r.err
+	case <-ctx.Done():
+		e.inflight = ch
+		return nil, fmt.Errorf("%s: sync: %w", e.cfg.Name, ctx.Err())
+	}
+}
+
+// args returns the script's arguments; la and lb are the cumulative local
+// counts.
+func (e *Engine) args(la, lb int64, dropA, dropB bool) []string {
 	// 1.2 windows plus an interval, saturating for a window of centuries.
 	ttl := time.Duration(math.MaxInt64)
 	if e.slot <= (math.MaxInt64-e.cfg.Interval)/(slots+2) {
@@ -420,8 +469,14 @@ func (e *Engine) eval(ctx context.Context, keys []string, la, lb int64, dropA, d
 		}
 		return "0"
 	}
-	args := []string{strconv.FormatInt(la, 10), strconv.FormatInt(lb, 10), strconv.FormatInt(ttl.Milliseconds()+1, 10),
+	return []string{strconv.FormatInt(la, 10), strconv.FormatInt(lb, 10), strconv.FormatInt(ttl.Milliseconds()+1, 10),
 		e.token, flag(dropA), flag(dropB), strconv.FormatInt(e.pushedA, 10), strconv.FormatInt(e.pushedB, 10)}
+}
+
+// eval runs the script, loading it first if needed and again on NOSCRIPT.
+// It touches no state of e but e.sha, and runs while syncOnce waits for it
+// or, given up on, before any other call (see evalWithin).
+func (e *Engine) eval(ctx context.Context, keys, args []string) ([]int64, error) {
 	for try := 0; ; try++ {
 		if e.sha == "" {
 			sha, err := e.store.Load(ctx, Script)
