@@ -313,3 +313,49 @@ func ShareThroughRetryClient(t *testing.T, dial func(t *testing.T, addr string, 
 		t.Errorf("the Throttle counted %d requests (%d accepted) from its own syncs, want none", requests, accepts)
 	}
 }
+
+// ShareSlowServer: a server that stops answering (CLIENT PAUSE: it takes
+// commands and replies only when the pause ends) while a share syncs
+// through dial's client, which should be configured as the README says
+// (go-redis: MaxRetries -1, DialerRetries 1, its 3 s ReadTimeout and no
+// ContextTimeoutEnabled; valkey-go: its defaults). The README: "A sync
+// that fails or takes longer than its timeout (the interval by default)
+// makes the process decide locally at once", whether or not the client
+// honours the context; and Close ("interrupting a sync in progress") does
+// not wait for the server.
+func ShareSlowServer(t *testing.T, dial Dialer) {
+	srv := redistest.Start(t)
+	b, _ := retry.NewBudget(retry.BudgetConfig{})
+	quiet := slog.New(slog.DiscardHandler)
+	s, err := dial(t, srv.Addr()).ShareBudget("slow", b, ShareOptions{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			s.Close()
+		}
+	}()
+	if !WaitFor(2*time.Second, s.Shared) {
+		t.Fatal("did not join")
+	}
+	if _, err := srv.Do("CLIENT", "PAUSE", "1200", "ALL"); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	for s.Shared() && time.Since(paused) < 700*time.Millisecond {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if d := time.Since(paused); s.Shared() || d > 700*time.Millisecond {
+		t.Errorf("server paused: still deciding with the fleet's counts after %v (fell back: %v), want a fallback within interval + timeout (200 ms; 700 ms with slack)", d.Round(time.Millisecond), !s.Shared())
+	}
+	start := time.Now()
+	s.Close()
+	closed = true
+	if d := time.Since(start); d > 300*time.Millisecond {
+		t.Errorf("Close took %v with a sync in progress, want it interrupted", d.Round(time.Millisecond))
+	}
+	// The client is closed, then the server killed, still paused, when
+	// the test ends; the sync command left waiting ends with them.
+}

@@ -14,56 +14,24 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/fleettest"
 	"github.com/retrykit/retry/internal/redistest"
 	"github.com/retrykit/retry/retryvalkey"
 	"github.com/valkey-io/valkey-go"
 )
 
-// A server that stops answering (CLIENT PAUSE) while a Share syncs through
-// a default valkey-go client: the share falls back within interval +
-// timeout and Close interrupts the sync in progress.
-func TestSlowServerFallsBackWithinTimeout(t *testing.T) {
-	srv := redistest.Start(t)
-	c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	b, _ := retry.NewBudget(retry.BudgetConfig{})
-	s, err := retryvalkey.ShareBudget(c, "slow", b, retryvalkey.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := false
-	defer func() {
-		if !closed {
-			s.Close()
+// TestShareSlowServer: a paused server makes the share decide locally
+// within its timeout, through a default valkey-go client, and Close does
+// not wait for the server.
+func TestShareSlowServer(t *testing.T) {
+	fleettest.ShareSlowServer(t, func(t *testing.T, addr string) fleettest.Client {
+		c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
-	deadline := time.Now().Add(2 * time.Second)
-	for !s.Shared() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !s.Shared() {
-		t.Fatal("did not join")
-	}
-	if _, err := srv.Do("CLIENT", "PAUSE", "1200", "ALL"); err != nil {
-		t.Fatal(err)
-	}
-	paused := time.Now()
-	for s.Shared() && time.Since(paused) < 700*time.Millisecond {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if d := time.Since(paused); s.Shared() || d > 700*time.Millisecond {
-		t.Errorf("server paused: still deciding with the fleet's counts after %v (fell back: %v)", d.Round(time.Millisecond), !s.Shared())
-	}
-	start := time.Now()
-	s.Close()
-	closed = true
-	if d := time.Since(start); d > 300*time.Millisecond {
-		t.Errorf("Close took %v with a sync in progress, want it interrupted", d.Round(time.Millisecond))
-	}
-	// The server is killed, still paused, when the test ends.
+		t.Cleanup(c.Close)
+		return fleetClient{c}
+	})
 }
 
 // startClusterNode starts a real redis-server in cluster mode on a free
