@@ -246,6 +246,12 @@ func bounded(ctx context.Context, deadline time.Time) (context.Context, context.
 func wrap(resp valkey.ValkeyResult, cmdName string, closedBefore, earlier bool) valkey.ValkeyResult {
 	err := resp.NonValkeyError()
 	if err == nil {
+		if ve, ok := valkey.IsValkeyErr(resp.Error()); ok && earlier {
+			// An error reply after a send that lost its reply: not
+			// returned bare, since a refusal would say the command was
+			// not run. (IsValkeyErr leaves out a nil reply, an answer.)
+			return valkey.NewErrorResult(&CommandError{Command: cmdName, Err: ve, outcome: classify(ve), earlier: true})
+		}
 		return resp
 	}
 	o := classify(err)
@@ -355,30 +361,45 @@ func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx conte
 	})
 	if maybe && err != nil && !errors.Is(err, ErrMaybeApplied) {
 		// A send lost its reply, then the loop ended without sending again
-		// (a Throttle's rejection calls no send): the error still says the
-		// command may have been applied. The *retry.Error is copied, not
-		// changed: the Observer was given it and may keep it.
+		// (a Throttle's rejection calls no send) or with a reply (a refusal
+		// that outlasted the policy, an error reply): the error still says
+		// the command may have been applied, the reply kept inside it
+		// (returned bare, a refusal would say the command never ran). The
+		// *retry.Error is copied, not changed: the Observer was given it
+		// and may keep it.
 		if re, ok := err.(*retry.Error); ok {
 			c := *re
-			c.Err = &CommandError{Command: k.name(), Err: re.Err, outcome: outcomeNotSent, earlier: true}
+			c.Err = &CommandError{Command: k.name(), Err: re.Err, outcome: afterLost(re.Err), earlier: true}
 			err = &c
 		}
 	}
-	return c.result(err, sent, resp, last)
+	return c.result(err, sent, resp, last, maybe)
+}
+
+// afterLost is the outcome given to err, the last failure of a call after
+// an earlier send of it lost its reply: a server reply (a refusal, or an
+// error reply) keeps its kind, anything else is "not sent".
+func afterLost(err error) outcome {
+	var ve *valkey.ValkeyError
+	if errors.As(err, &ve) && !valkey.IsValkeyNil(ve) {
+		return classify(ve)
+	}
+	return outcomeNotSent
 }
 
 // result is what a call returns after its loop ended with err (nil on
 // success) after sent sends, the last answered with resp or failing
-// without a reply with last.
-func (c *client) result(err error, sent int, resp valkey.ValkeyResult, last *CommandError) valkey.ValkeyResult {
+// without a reply with last; maybe says whether a send lost its reply.
+func (c *client) result(err error, sent int, resp valkey.ValkeyResult, last *CommandError, maybe bool) valkey.ValkeyResult {
 	switch {
 	case err == nil:
 		return resp
 	case sent == 0: // the context ended first, or the Throttle rejected every attempt
 		return valkey.NewErrorResult(err)
 	}
-	if _, ok := valkey.IsValkeyErr(resp.Error()); ok {
-		// A reply is returned as valkey-go returns it (the last one).
+	if _, ok := valkey.IsValkeyErr(resp.Error()); ok && !maybe {
+		// A reply is returned as valkey-go returns it (the last one), unless
+		// an earlier send may have been applied: then err says so.
 		return resp
 	}
 	var re *retry.Error

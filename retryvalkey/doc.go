@@ -84,7 +84,10 @@
 //
 // Replies that say the request is wrong (ERR, WRONGTYPE, NOSCRIPT, ...) are
 // never repeated. Replies come back as valkey-go returns them
-// (*valkey.ValkeyError, the last one when a refusal outlasted the policy);
+// (*valkey.ValkeyError, the last one when a refusal outlasted the policy),
+// except after a send of the call lost its reply: then the reply is
+// wrapped in a [*CommandError] matching ErrMaybeApplied (errors.As still
+// reaches the *valkey.ValkeyError);
 // a failure without a reply comes back as a [*CommandError] matching
 // [ErrNotSent] or [ErrMaybeApplied] (from Do and DoCache inside the
 // *retry.Error of the loop when it made more than one send; DoMulti

@@ -39,7 +39,10 @@ const (
 // CommandError is the error of a command that failed without a reply from
 // the server. It wraps valkey-go's error (errors.Is and errors.As reach
 // it) and matches ErrNotSent or ErrMaybeApplied. Replies of the server
-// (*valkey.ValkeyError) are left as valkey-go returns them.
+// (*valkey.ValkeyError) are left as valkey-go returns them, except after
+// an earlier send of the same call lost its reply: then the last reply (a
+// refusal, say) comes wrapped in a CommandError that matches
+// ErrMaybeApplied, since a bare refusal would say the command never ran.
 type CommandError struct {
 	// Command is the command's name as sent ("INCR").
 	Command string
@@ -54,11 +57,16 @@ type CommandError struct {
 // client's error.
 func (e *CommandError) Error() string {
 	what := "may have been applied: "
-	if e.outcome == outcomeNotSent {
+	switch e.outcome {
+	case outcomeNotSent:
 		what = "not sent: "
 		if e.earlier {
 			what = "may have been applied by an earlier send, then not sent: "
 		}
+	case outcomeRefused:
+		what = "may have been applied by an earlier send, then refused by the server: "
+	case outcomeReply:
+		what = "may have been applied by an earlier send, then answered: "
 	}
 	return "retryvalkey: " + e.Command + ": " + what + e.Err.Error()
 }
