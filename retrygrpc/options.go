@@ -16,9 +16,15 @@ const (
 
 	// DefaultMaxBuffer is how many bytes of request messages a stream keeps
 	// so that it can replay them on a retry: 256 KiB, as in gRFC A6. A
-	// stream whose messages pass it commits (is no longer retried).
+	// stream whose messages pass it commits (is no longer retried). Each
+	// message counts its encoded size plus the 5 bytes of its gRPC frame
+	// header, as grpc-go's own retry buffer counts it.
 	DefaultMaxBuffer = 256 << 10
 )
+
+// msgHeaderLen is the length of a gRPC message's frame header (compression
+// flag and length), counted with each message kept for replay.
+const msgHeaderLen = 5
 
 // Option configures the interceptors. The zero configuration (no options)
 // retries UNAVAILABLE and RESOURCE_EXHAUSTED on every method, honours server
@@ -89,7 +95,8 @@ func WithMaxServerDelay(d time.Duration) Option {
 }
 
 // WithMaxBuffer sets how many bytes of request messages a stream keeps for
-// replay before it commits. Zero means DefaultMaxBuffer (256 KiB); negative
+// replay before it commits, each message counting its encoded size plus
+// its 5-byte gRPC frame header. Zero means DefaultMaxBuffer (256 KiB); negative
 // means nothing is buffered, so a stream is retried only while the client
 // has sent no message.
 func WithMaxBuffer(n int) Option {

@@ -498,7 +498,7 @@ func (s *stream) episode(ferr error, throttled bool, probe func(*attempt) error)
 			// returns the failure it saw, as without the interceptor.
 			return nil, original(ferr)
 		}
-		return nil, result(err)
+		return nil, result(keepStatus(err, last))
 	}
 	return out, nil
 }
@@ -607,7 +607,11 @@ func (s *stream) SendMsg(m any) error {
 	}
 	kept := false
 	if pm, ok := m.(proto.Message); ok && s.c.maxBuffer > 0 {
-		if n := proto.Size(pm); s.bufSize+n <= s.c.maxBuffer {
+		// Each message counts its gRPC frame too (msgHeaderLen, as
+		// grpc-go's retry buffer counts it): a message of default values
+		// encodes to nothing, and counted as 0 bytes would let a stream of
+		// them grow the buffer without bound.
+		if n := msgHeaderLen + proto.Size(pm); s.bufSize+n <= s.c.maxBuffer {
 			s.buf = append(s.buf, proto.Clone(pm))
 			s.bufSize += n
 			kept = true

@@ -40,7 +40,9 @@ import (
 // caller's context, an exhausted lower layer); otherwise a *retry.Error
 // wrapping the last attempt's status error, so that status.Code(err) is
 // the last attempt's code and enclosing retry loops (retry.Do, retrygax,
-// another interceptor) do not retry it again. That is the case after
+// another interceptor) do not retry it again (when a Throttle rejected the
+// retries left, it still carries the status of the last attempt sent, and
+// errors.Is(err, retry.ErrThrottled) holds). That is the case after
 // retries, when a limit of the loop refused the first retry (Budget,
 // deadline, MaxElapsed), and when the server's answer refused it: a "do
 // not retry" pushback, a wait beyond WithMaxServerDelay, or response
@@ -114,6 +116,7 @@ func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInte
 			}
 			first = c.classify(ctx, &p, first, u.trailer, u.header != nil)
 		}
+		last := first // the error of the last attempt sent, for keepStatus
 		err := retry.Do(ctx, p, func(actx context.Context) error {
 			if first != nil {
 				err := first
@@ -129,11 +132,12 @@ func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInte
 			if err == nil {
 				return nil
 			}
-			return c.classify(ctx, &p, err, u.trailer, u.header != nil)
+			last = c.classify(ctx, &p, err, u.trailer, u.header != nil)
+			return last
 		})
 		u.reset()
 		unaryPool.Put(u)
-		return result(err)
+		return result(keepStatus(err, last))
 	}
 }
 
