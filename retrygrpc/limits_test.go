@@ -67,19 +67,13 @@ func TestEmptyMessagesBounded(t *testing.T) {
 // UNKNOWN although the only answer the server gave was UNAVAILABLE (which
 // grpc-go's own retry throttling, gRFC A6, returns as is).
 func TestThrottledRetryKeepsStatus(t *testing.T) {
-	th, err := retry.NewThrottle(retry.ThrottleConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := fast
-	p.MaxAttempts = 3
-	p.Throttle = th
+	p, th := throttledPolicy(t)
 	s := &echoServer{unary: func(context.Context, int, string) (string, error) {
 		th.SetFleet(1<<60, 0) // reject every attempt from now on
 		return "", status.Error(codes.Unavailable, "overloaded")
 	}}
 	cc := serve(t, s, retrygrpc.DialOptions(p)...)
-	_, err = callUnary(t.Context(), cc, methodUnary)
+	_, err := callUnary(t.Context(), cc, methodUnary)
 	if !errors.Is(err, retry.ErrThrottled) {
 		t.Fatalf("err = %v, want the loop's throttled *retry.Error", err)
 	}
@@ -93,13 +87,7 @@ func TestThrottledRetryKeepsStatus(t *testing.T) {
 
 // The same for a stream that fails before committing.
 func TestThrottledStreamRetryKeepsStatus(t *testing.T) {
-	th, err := retry.NewThrottle(retry.ThrottleConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := fast
-	p.MaxAttempts = 3
-	p.Throttle = th
+	p, th := throttledPolicy(t)
 	s := &echoServer{bidi: func(int, grpc.ServerStream) error {
 		th.SetFleet(1<<60, 0) // reject every attempt from now on
 		return status.Error(codes.Unavailable, "overloaded")
@@ -117,4 +105,17 @@ func TestThrottledStreamRetryKeepsStatus(t *testing.T) {
 	if st, _ := status.FromError(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "overloaded") {
 		t.Fatalf("status of %v = %v %q, want the server's UNAVAILABLE %q", err, st.Code(), st.Message(), "overloaded")
 	}
+}
+
+// throttledPolicy returns fast with 3 attempts and a Throttle of its own,
+// which the test's server makes reject every attempt after the first.
+func throttledPolicy(t *testing.T) (retry.Policy, *retry.Throttle) {
+	th, err := retry.NewThrottle(retry.ThrottleConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := fast
+	p.MaxAttempts = 3
+	p.Throttle = th
+	return p, th
 }
