@@ -157,6 +157,7 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 		timer  *time.Timer
 		prev   time.Duration
 		waited time.Duration // sum of the waits so far
+		made   error         // the error of the last attempt made (not rejected by the Throttle)
 	)
 	observed := p.Observer != nil || p.Logger != nil
 	defer func() {
@@ -165,8 +166,18 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 		}
 	}()
 	for n := 1; ; n++ {
+		if err != ErrThrottled {
+			made = err
+		}
 		fail := func(r Reason, cause error) error {
-			return p.giveUp(ctx, &Error{Attempts: n, Err: err, Reason: r, Cause: cause}, start, waited)
+			last := err
+			if err == ErrThrottled && made != nil {
+				// The Throttle rejected the attempts after one that was
+				// made: keep that one's error, which says what the
+				// backend answered, beside ErrThrottled.
+				last = &throttledError{made: made}
+			}
+			return p.giveUp(ctx, &Error{Attempts: n, Err: last, Reason: r, Cause: cause}, start, waited)
 		}
 		if r, cause := p.stopReason(ctx, err, timedOut); r != 0 {
 			return fail(r, cause)

@@ -54,8 +54,21 @@ func (r Reason) String() string {
 var ErrBudgetExhausted = errors.New("retry: retry budget exhausted")
 
 // ErrThrottled is the error of an attempt that a [Throttle] rejected locally:
-// the operation was not called. It is retried like any failure.
+// the operation was not called. It is retried like any failure. When a loop
+// gives up on such an attempt after one that was made, the [Error]'s Err
+// matches both ErrThrottled and the error of the last attempt made (with
+// errors.Is and errors.As), so that what the backend answered is not lost.
 var ErrThrottled = errors.New("retry: attempt rejected by client-side throttle")
+
+// throttledError is the last error of a loop whose last attempts the
+// Throttle rejected after one that was made and failed with made.
+type throttledError struct{ made error }
+
+func (e *throttledError) Error() string {
+	return ErrThrottled.Error() + ", after: " + e.made.Error()
+}
+
+func (e *throttledError) Unwrap() []error { return []error{ErrThrottled, e.made} }
 
 // Error is what [Do] returns when it gives up. It wraps the last attempt's
 // error, so errors.Is and errors.As see through it, and tells how many
@@ -74,7 +87,9 @@ type Error struct {
 	// Reason says why the loop stopped.
 	Reason Reason
 	// Err is the last attempt's error; nil only when the context ended
-	// before the first attempt.
+	// before the first attempt. When the Throttle rejected the last
+	// attempts, it matches ErrThrottled and, if an attempt was made before
+	// them, that attempt's error too.
 	Err error
 	// Cause is the context's error when Reason is ReasonContext or
 	// ReasonDeadline, and nil otherwise.

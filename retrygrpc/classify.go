@@ -259,30 +259,3 @@ func original(err error) error {
 	}
 	return err
 }
-
-// keepStatus returns err, what retry.Do returned, with the status of last,
-// the error of the last attempt sent, when the loop's last attempt was one
-// that the Throttle rejected: that attempt has no status of its own, and
-// status.Code would report UNKNOWN for a call whose server answered (gRFC
-// A6's throttling returns the last attempt's status). The *retry.Error is
-// copied, not changed: the Observer has seen it.
-func keepStatus(err, last error) error {
-	re, ok := err.(*retry.Error)
-	if !ok || re.Err != retry.ErrThrottled || last == nil || errors.Is(last, retry.ErrThrottled) {
-		return err
-	}
-	cp := *re
-	cp.Err = &throttledError{last: last}
-	return &cp
-}
-
-// throttledError is retry.ErrThrottled for an attempt rejected after an
-// attempt sent failed with last: errors.Is(err, retry.ErrThrottled) holds,
-// and status.Code and status.FromError see last's status.
-type throttledError struct{ last error }
-
-func (e *throttledError) Error() string {
-	return retry.ErrThrottled.Error() + " after: " + e.last.Error()
-}
-
-func (e *throttledError) Unwrap() []error { return []error{retry.ErrThrottled, e.last} }

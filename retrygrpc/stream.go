@@ -498,7 +498,7 @@ func (s *stream) episode(ferr error, throttled bool, probe func(*attempt) error)
 			// returns the failure it saw, as without the interceptor.
 			return nil, original(ferr)
 		}
-		return nil, result(keepStatus(err, last))
+		return nil, result(err)
 	}
 	return out, nil
 }

@@ -116,7 +116,6 @@ func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInte
 			}
 			first = c.classify(ctx, &p, first, u.trailer, u.header != nil)
 		}
-		last := first // the error of the last attempt sent, for keepStatus
 		err := retry.Do(ctx, p, func(actx context.Context) error {
 			if first != nil {
 				err := first
@@ -132,12 +131,11 @@ func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInte
 			if err == nil {
 				return nil
 			}
-			last = c.classify(ctx, &p, err, u.trailer, u.header != nil)
-			return last
+			return c.classify(ctx, &p, err, u.trailer, u.header != nil)
 		})
 		u.reset()
 		unaryPool.Put(u)
-		return result(keepStatus(err, last))
+		return result(err)
 	}
 }
 

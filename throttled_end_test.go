@@ -1,0 +1,61 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+
+	"github.com/retrykit/retry"
+)
+
+// TestThrottledEndKeepsLastError: a loop that gives up on attempts the
+// Throttle rejected after one that was made keeps that attempt's error
+// beside ErrThrottled (what the backend answered is not lost); a loop
+// whose every attempt was rejected has ErrThrottled alone.
+func TestThrottledEndKeepsLastError(t *testing.T) {
+	boom := &statusError{code: 503}
+	for _, tc := range []struct {
+		name        string
+		rejectFirst bool
+		calls       int
+		wantBackend bool
+	}{
+		{"rejected after an attempt", false, 1, true},
+		{"every attempt rejected", true, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			th, err := retry.NewThrottle(retry.ThrottleConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.rejectFirst {
+				th.SetFleet(1<<60, 0)
+			}
+			calls := 0
+			err = retry.Do(context.Background(), retry.Policy{Initial: retry.Immediate, MaxAttempts: 3, Throttle: th}, func(context.Context) error {
+				calls++
+				th.SetFleet(1<<60, 0) // reject every attempt from now on
+				return boom
+			})
+			var re *retry.Error
+			if !errors.As(err, &re) || re.Attempts != 3 || re.Reason != retry.ReasonAttempts || calls != tc.calls {
+				t.Fatalf("err %v after %d calls, want a *retry.Error of 3 attempts used up after %d", err, calls, tc.calls)
+			}
+			if !errors.Is(err, retry.ErrThrottled) {
+				t.Errorf("%v does not match ErrThrottled", err)
+			}
+			var se *statusError
+			if got := errors.As(err, &se); got != tc.wantBackend || got && se != boom {
+				t.Errorf("errors.As(%v, *statusError) = %v, want %v", err, got, tc.wantBackend)
+			}
+			if !tc.wantBackend && re.Err != retry.ErrThrottled {
+				t.Errorf("Err = %v, want ErrThrottled itself", re.Err)
+			}
+		})
+	}
+}
+
+type statusError struct{ code int }
+
+func (e *statusError) Error() string { return "backend answered " + strconv.Itoa(e.code) }
