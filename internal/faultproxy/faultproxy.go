@@ -380,9 +380,11 @@ func readValueFirst(r *bufio.Reader, dst []byte, first *[]byte) ([]byte, error) 
 	if len(line) < 3 || line[len(line)-2] != '\r' {
 		return dst, fmt.Errorf("faultproxy: bad RESP line %q", line)
 	}
+	// line is a view into r's buffer, valid only until r's next read: keep
+	// the type byte, since reading the elements below may overwrite it.
 	dst = append(dst, line...)
-	body := line[1 : len(line)-2]
-	switch line[0] {
+	typ, body := line[0], line[1:len(line)-2]
+	switch typ {
 	case '+', '-', ':', '_', '#', ',', '(':
 		return dst, nil
 	case '$', '!', '=':
@@ -413,7 +415,7 @@ func readValueFirst(r *bufio.Reader, dst []byte, first *[]byte) ([]byte, error) 
 		if err != nil || n > maxBulk {
 			return dst, fmt.Errorf("faultproxy: bad count %q", body)
 		}
-		if line[0] == '%' || line[0] == '|' {
+		if typ == '%' || typ == '|' {
 			n *= 2
 		}
 		for range max(n, 0) {
@@ -421,10 +423,10 @@ func readValueFirst(r *bufio.Reader, dst []byte, first *[]byte) ([]byte, error) 
 				return dst, err
 			}
 		}
-		if line[0] == '|' { // an attribute precedes the real reply
+		if typ == '|' { // an attribute precedes the real reply
 			return readValueFirst(r, dst, first)
 		}
 		return dst, nil
 	}
-	return dst, fmt.Errorf("faultproxy: unknown RESP type %q", line[0])
+	return dst, fmt.Errorf("faultproxy: unknown RESP type %q", typ)
 }
