@@ -64,6 +64,10 @@ type cmdStatus struct {
 	timeout time.Duration // non-zero: stopped by --attempt-timeout
 }
 
+// errNotStarted is the failure of an attempt whose time was up before the
+// command could be started; retry then exits 1 if it gives up.
+var errNotStarted = errors.New("not started: no time left")
+
 func (e *cmdStatus) Error() string {
 	if e.timeout > 0 {
 		return "timed out after " + e.timeout.String()
@@ -92,7 +96,9 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 	defer jc.close()
 	st := &signalState{}
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	// SIGHUP too: the command runs in a process group of its own, which the
+	// SIGHUP a shell sends its jobs when the terminal closes does not reach.
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	stopSigs := make(chan struct{})
 	defer close(stopSigs)
@@ -108,8 +114,8 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 					st.duringRun = true
 					jc.signal(st.running.Process.Pid, s.(syscall.Signal))
 				}
+				cancel() // before unlocking: an attempt that sees st.sig sees ctx cancelled
 				st.mu.Unlock()
-				cancel()
 			case <-stopSigs:
 				return
 			}
@@ -128,12 +134,21 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 	attempt := 0
 	var interrupted os.Signal // SIGINT or SIGQUIT when the last attempt was interrupted (killed by it, or exit 130)
 	lastTimedOut := false
+	notStarted := false // the last attempt had no time left to start the command
 	start := time.Now()
 	err := retry.Do(ctx, p, func(ctx context.Context) error {
 		rep.endWait()
 		if err := ctx.Err(); err != nil {
-			return err
+			if err != context.DeadlineExceeded {
+				return err // a signal
+			}
+			// The attempt's time (what --max-elapsed left it) is up before
+			// it starts: the command is not started, and the attempt
+			// fails as timed out.
+			last, lastTimedOut, notStarted = 1, false, true
+			return errNotStarted
 		}
+		notStarted = false
 		attempt++
 		c := exec.Command(args[0], args[1:]...)
 		if attempt == 1 {
@@ -144,7 +159,7 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 		st.mu.Lock()
 		if st.sig != nil {
 			st.mu.Unlock()
-			return ctx.Err()
+			return context.Canceled
 		}
 		err := c.Start()
 		if err == nil {
@@ -153,7 +168,7 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 		st.mu.Unlock()
 		if err != nil {
 			last = exitNotExec
-			if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) || args[0] == "" {
 				last = exitNotFound
 			}
 			return retry.Permanent(&exitError{code: last, msg: err.Error()})
@@ -191,9 +206,16 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 		}
 		close(waited)
 		lastTimedOut = false
-		if err == nil {
+		if err == nil && !timedOut.Load() {
 			last = 0
 			return nil
+		}
+		if err == nil {
+			// Stopped by --attempt-timeout, the command handled the SIGTERM
+			// and exited 0: it did not finish in time, the attempt failed.
+			last = 0
+			lastTimedOut = true
+			return &cmdStatus{code: 0, timeout: p.AttemptTimeout}
 		}
 		var xe *exec.ExitError
 		if !errors.As(err, &xe) {
@@ -240,10 +262,7 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 	sig, duringRun := st.sig, st.duringRun
 	st.mu.Unlock()
 	if sig != nil && !duringRun {
-		code := exitSIGINT
-		if sig == syscall.SIGTERM {
-			code = exitSIGTERM
-		}
+		code := 128 + int(sig.(syscall.Signal)) // exitSIGINT, exitSIGTERM, or 129 for SIGHUP
 		rep.noticef("interrupted by %v while waiting; not retrying", sig)
 		return &exitError{code: code}
 	}
@@ -261,9 +280,16 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 			how := fmt.Sprintf("exit %d", last)
 			if lastTimedOut {
 				how = fmt.Sprintf("timed out after %s, exit %d", p.AttemptTimeout, last)
+			} else if notStarted {
+				how = errNotStarted.Error()
 			}
 			rep.noticef("giving up after %s in %s (%s); last attempt: %s", plural(re.Attempts, "attempt"), fmtWait(time.Since(start)), re.Reason, how)
 		}
+	}
+	if last == 0 && lastTimedOut {
+		// The last attempt timed out, and its command exited 0 on the
+		// SIGTERM: report the SIGTERM, which it would have died of.
+		return &exitError{code: 128 + int(syscall.SIGTERM)}
 	}
 	if last == 0 { // the command succeeded at last despite a signal
 		return nil

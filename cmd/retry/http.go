@@ -315,7 +315,7 @@ func doHTTP(ctx context.Context, p retry.Policy, pf *policyFlags, req *http.Requ
 	p.Observer = rep
 	rep.infof("%s", describe(p))
 	rep.infof("%s %s", req.Method, req.URL.Redacted())
-	if !idempotentMethod(req.Method) && req.Header.Get("Idempotency-Key") == "" && req.Header.Get("X-Idempotency-Key") == "" {
+	if !idempotentMethod(req.Method) && !hasIdempotencyKey(req.Header) {
 		rep.infof("%s without an idempotency key: sent once, retried only if the connection cannot be made or the server answers 429 (--idempotency-key KEY or auto allows retries)", req.Method)
 	}
 	clock := &attemptClock{base: http.DefaultTransport}
@@ -410,7 +410,7 @@ func doHTTP(ctx context.Context, p retry.Policy, pf *policyFlags, req *http.Requ
 	}
 	rep.noticef("%s %s (%s in %s)", resp.Proto, resp.Status, plural(attempts, "attempt"), fmtWait(time.Since(start)))
 	if attempts == 1 && retryhttp.DefaultRetryStatus(resp.StatusCode) && !idempotentMethod(req.Method) &&
-		req.Header.Get("Idempotency-Key") == "" && req.Header.Get("X-Idempotency-Key") == "" {
+		!hasIdempotencyKey(req.Header) {
 		rep.infof("not retried: %s without an idempotency key may have been processed (--idempotency-key KEY or auto allows retries)", req.Method)
 	}
 	if resp.StatusCode >= 400 {
@@ -442,6 +442,15 @@ func idempotentMethod(m string) bool {
 		return true
 	}
 	return false
+}
+
+// hasIdempotencyKey reports whether h carries an Idempotency-Key or
+// X-Idempotency-Key header, even an empty one: the transport (and net/http)
+// retry a request that has one.
+func hasIdempotencyKey(h http.Header) bool {
+	_, a := h["Idempotency-Key"]
+	_, b := h["X-Idempotency-Key"]
+	return a || b
 }
 
 // isTerminal reports whether w is a terminal.

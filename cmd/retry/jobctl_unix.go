@@ -21,7 +21,7 @@ import (
 // (as a shell does), so the command reads the terminal and gets Ctrl-C,
 // Ctrl-\ and Ctrl-Z from it directly; retry takes the terminal back when
 // the attempt ends. Otherwise the group stays in the background and retry
-// forwards SIGINT and SIGTERM it receives to the whole group.
+// forwards SIGINT, SIGTERM and SIGHUP it receives to the whole group.
 //
 // A jobControl is used by one goroutine at a time.
 type jobControl struct {

@@ -8,7 +8,8 @@
 // input (retry's own usage errors, distinct from any status a wrapped
 // command returns by convention, as timeout(1) and env(1) do); 22 final
 // HTTP error status (retry http); 7 HTTP transport failure or incomplete
-// response body; 130 (SIGINT) and 143 (SIGTERM) when a signal ends a wait;
+// response body; 130 (SIGINT) and 143 (SIGTERM), and 129 (SIGHUP) in
+// command mode, when a signal ends a wait;
 // 1 other errors.
 package main
 

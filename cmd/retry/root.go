@@ -48,16 +48,18 @@ does): the command reads the terminal, and Ctrl-C, Ctrl-\ and Ctrl-Z reach it
 directly; retry takes the terminal back between attempts. An attempt ended by
 SIGINT or SIGQUIT (Ctrl-C, Ctrl-\), or that exits 130 (the status of a command that
 handled Ctrl-C; unless --on-exit lists 130), is not retried; a command that handles Ctrl-C and exits with
-another status is retried like any failure. SIGINT and SIGTERM sent to retry
-itself are forwarded to the command's whole group and stop the retries; a signal
-during a wait ends it with status 130 (SIGINT) or 143 (SIGTERM).
+another status is retried like any failure. SIGINT, SIGTERM and SIGHUP sent to
+retry itself are forwarded to the command's whole group and stop the retries; a
+signal during a wait ends it with status 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP).
 
 Standard input goes to the first attempt only: later attempts read /dev/null.
 Standard output and standard error of the command pass through unchanged.
 With --attempt-timeout, a command still running at the limit gets SIGTERM, sent to
 its whole process group (background jobs included), and SIGKILL 2s later if any of
 the group is left; the next attempt starts once the group is gone. The attempt
-counts as failed and retryable.
+counts as failed and retryable, even if the command exits 0 on the SIGTERM (retry
+then exits 143 if it gives up). An attempt that --max-elapsed leaves no time is not
+started (retry then exits 1 if it gives up).
 
 The defaults are the library's: waits of 1s, 2s, 4s, ... capped at 32s, each plus
 a random 0..1s, at most 10 attempts. Durations use Go syntax: 250ms, 1m30s.
