@@ -125,7 +125,7 @@ func (p *Policy) attempt(ctx context.Context, op func(context.Context) error, n 
 		err = op(ctx)
 	}
 	if p.Throttle != nil {
-		p.Throttle.record(err)
+		p.Throttle.recordTimed(err, timedOut)
 	}
 	return err, timedOut
 }
@@ -235,10 +235,13 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 				}
 				return fail(ReasonContext, ctx.Err())
 			}
-		} else if cerr := ctx.Err(); cerr != nil {
-			return fail(ReasonContext, cerr)
 		}
 		waited = addSat(waited, d)
+		// Also after a wait: a context cancelled as the timer fired may
+		// have lost the select to it, and no attempt starts once it ended.
+		if cerr := ctx.Err(); cerr != nil {
+			return fail(ReasonContext, cerr)
+		}
 		err, timedOut = p.attempt(ctx, op, n+1, start, waited)
 		if err == nil {
 			if p.Observer != nil {
@@ -266,14 +269,15 @@ func (p *Policy) stopReason(ctx context.Context, err error, timedOut bool) (Reas
 	if cerr := ctx.Err(); cerr != nil {
 		return ReasonContext, cerr
 	}
-	if timedOut {
-		return 0, nil
-	}
 	// An inner loop that gave up ends this one even when its last error
-	// was a Throttle's rejection: retrying it here would multiply the
-	// layers' attempts exactly when the backend is overloaded.
+	// was a Throttle's rejection (retrying it here would multiply the
+	// layers' attempts exactly when the backend is overloaded), and even
+	// when this loop's AttemptTimeout cut it short: it already retried.
 	if !p.RetryExhausted && IsExhausted(err) {
 		return ReasonExhausted, nil
+	}
+	if timedOut {
+		return 0, nil
 	}
 	if p.Throttle != nil && errors.Is(err, ErrThrottled) {
 		return 0, nil

@@ -153,8 +153,19 @@ func (p *Policy) bounds(n int) (lo, hi time.Duration) {
 	case jitterEqual:
 		return d - d/2, d
 	case jitterDecorrelated:
-		// The widest range after n retries: [Initial, min(MaxDelay, Initial*3^(n+1))].
-		return initial, mulCap(initial, math.Pow(3, float64(n)+1), maxDelay)
+		// The widest range after n retries: [Initial, min(MaxDelay,
+		// Initial*3^(n+1))], in integers as Delay draws (3 × the previous
+		// wait): a float product rounds below it past 2^53 ns. At most 40
+		// steps, as Initial >= 1 ns.
+		hi := initial
+		for i := 0; i <= n && hi < maxDelay; i++ {
+			if hi > maxDelay/3 {
+				hi = maxDelay
+			} else {
+				hi *= 3
+			}
+		}
+		return initial, hi
 	case jitterProportional:
 		return mulCap(d, 1-p.Jitter.frac, maxDelay), mulCap(d, 1+p.Jitter.frac, maxDelay)
 	default:

@@ -94,7 +94,9 @@ type Policy struct {
 	// AttemptTimeout bounds each attempt with its own context deadline. An
 	// attempt that runs out of it is retried while the caller's context is
 	// alive, even though its error is a context error and whatever
-	// Retryable says (only Permanent stops it). The stop rules still apply.
+	// Retryable says (only Permanent stops it, and an inner retry loop's
+	// error unless RetryExhausted is set: see [IsExhausted]). The stop
+	// rules still apply.
 	// Zero means no per-attempt timeout.
 	AttemptTimeout time.Duration
 

@@ -43,7 +43,9 @@ type ThrottleConfig struct {
 	// as a rejection when it, or an error it wraps, has a method
 	// Overloaded() bool that returns true (retryhttp's errors for 429 and
 	// 503 do) or is context.DeadlineExceeded (the backend did not answer
-	// in time); any other error counts as accepted, because it shows, as
+	// in time), and so does any error of an attempt that ran out of
+	// Policy.AttemptTimeout in [Do], whatever the operation returned; any
+	// other error counts as accepted, because it shows, as
 	// far as generic code can tell, that the backend took the request and
 	// answered it. Set Accepted to count, for example, connection errors as
 	// rejections.
@@ -168,7 +170,12 @@ func (t *Throttle) allow() bool {
 }
 
 // record counts the outcome err of an attempt that was sent.
-func (t *Throttle) record(err error) {
+func (t *Throttle) record(err error) { t.recordTimed(err, false) }
+
+// recordTimed is record for [Do]'s attempts: timedOut says that the
+// attempt ran out of its AttemptTimeout, which the default rule counts as
+// a rejection whatever error the operation returned.
+func (t *Throttle) recordTimed(err error, timedOut bool) {
 	if err == nil {
 		t.Record(true)
 		return
@@ -180,7 +187,7 @@ func (t *Throttle) record(err error) {
 		t.Record(t.accepted(err))
 		return
 	}
-	t.Record(!walk(err, isOverload))
+	t.Record(!timedOut && !walk(err, isOverload))
 }
 
 func isErrThrottled(e error) bool { return e == ErrThrottled }
