@@ -152,3 +152,38 @@ func TestDecorrelatedBoundsHoldTheLargestWait(t *testing.T) {
 		}
 	}
 }
+
+// sliceError is an error of a type that == cannot compare.
+type sliceError []string
+
+func (e sliceError) Error() string { return "slice error" }
+
+// endedContext is a Context that has ended with err.
+type endedContext struct {
+	context.Context
+	err error
+}
+
+func (c endedContext) Err() error { return c.err }
+
+func (c endedContext) Done() <-chan struct{} {
+	done := make(chan struct{})
+	close(done)
+	return done
+}
+
+// errors.Is never panics: a *retry.Error whose Cause (the context's error)
+// is of a type that == cannot compare, matched against a target of that
+// type, compared them with == and panicked ("comparing uncomparable
+// type").
+func TestErrorIsUncomparableCause(t *testing.T) {
+	ctx := endedContext{context.Background(), sliceError{"ended"}}
+	err := retry.Do(ctx, retry.Policy{}, func(context.Context) error { return nil })
+	var re *retry.Error
+	if !errors.As(err, &re) || re.Cause == nil {
+		t.Fatalf("err %v, want a *retry.Error with the context's error as Cause", err)
+	}
+	if errors.Is(err, sliceError{"other"}) {
+		t.Error("matched an error that is not the cause")
+	}
+}

@@ -138,7 +138,9 @@ func (e *Error) Is(target error) bool {
 	if e == nil {
 		return false
 	}
-	if e.Cause != nil && target == e.Cause {
+	// errors.Is, not ==: a Context's error may be of a type that ==
+	// cannot compare, and == on two such values panics.
+	if e.Cause != nil && errors.Is(e.Cause, target) {
 		return true
 	}
 	return e.Reason == ReasonBudget && target == ErrBudgetExhausted
