@@ -36,7 +36,11 @@ const AttrResendCount = attribute.Key("http.request.resend_count")
 // otelhttp's per-attempt HTTP metrics included, from WithMeterProvider
 // (default: the global MeterProvider). The span of an attempt that is
 // retried ends when the transport closes its response; the span of the
-// returned response ends when the caller closes its body, as with otelhttp.
+// returned response ends when the caller closes its body, as with otelhttp,
+// unless the transport had already read that body in full and closed it to
+// free the connection for a retry that a stop rule then prevented (a
+// Budget, MaxElapsed, the context's deadline or a Throttle): that span has
+// ended when RoundTrip returns.
 //
 // The result is a *retryhttp.Transport with its other fields zero (the
 // defaults); its CloseIdleConnections, which http.Client's calls, closes
