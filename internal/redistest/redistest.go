@@ -176,6 +176,10 @@ func (s *Server) Do(args ...string) (string, error) {
 	return readReply(bufio.NewReader(c))
 }
 
+// maxBulk is the longest bulk string and the largest array readReply
+// accepts: Redis's own limit (proto-max-bulk-len, 512 MiB).
+const maxBulk = 512 << 20
+
 func readReply(r *bufio.Reader) (string, error) {
 	line, err := r.ReadString('\n')
 	if err != nil {
@@ -198,17 +202,24 @@ func readReply(r *bufio.Reader) (string, error) {
 		if n < 0 {
 			return "", nil
 		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
+		if n > maxBulk {
+			return "", fmt.Errorf("redistest: bulk length %d over %d", n, maxBulk)
+		}
+		// Grow with the bytes that arrive, not with the declared length.
+		var buf bytes.Buffer
+		if _, err := io.CopyN(&buf, r, int64(n)+2); err != nil {
 			return "", err
 		}
-		return string(buf[:n]), nil
+		return string(buf.Bytes()[:n]), nil
 	case '*':
 		n, err := strconv.Atoi(line[1:])
 		if err != nil {
 			return "", err
 		}
-		parts := make([]string, 0, max(n, 0))
+		if n > maxBulk {
+			return "", fmt.Errorf("redistest: array length %d over %d", n, maxBulk)
+		}
+		parts := make([]string, 0, min(max(n, 0), 64))
 		for range n {
 			p, err := readReply(r)
 			if err != nil {
