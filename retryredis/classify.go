@@ -12,8 +12,9 @@ import (
 // classify says what is known about err, the error of one attempt of a
 // command (pipeline false) or of a pipeline or transaction (pipeline
 // true). It follows how go-redis reports an attempt:
-//   - a dial error (*net.OpError with Op "dial") and a pool timeout come
-//     before anything is written;
+//   - a dial error (*net.OpError with Op "dial"), a pool timeout and a
+//     transport failure of the connection's setup (HELLO, CLIENT SETINFO,
+//     ..., marked by markSetup) come before anything is written;
 //   - a write error (*net.OpError with Op "write") of a single command
 //     means the server did not receive the whole command, and Redis runs
 //     only whole commands; in a pipeline, earlier commands may have been
@@ -26,6 +27,10 @@ import (
 func classify(err error, pipeline bool) outcome {
 	if errors.Is(err, redis.ErrClosed) {
 		return outcomeFinal
+	}
+	var setup *setupError
+	if errors.As(err, &setup) {
+		return outcomeNotSent
 	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) {

@@ -49,7 +49,10 @@ var instrumented sync.Map // weak.Pointer[redis.Client] -> struct{}
 // means 5 dials 100 ms apart, without jitter, for every connection it
 // opens, which the policy's retries of an unsent command would multiply).
 // It also refuses an invalid p (the error of
-// p.Validate) and a client that was already instrumented. ctx bounds the
+// p.Validate) and a client that was already instrumented. go-redis's
+// Client.WithTimeout returns a copy without the client's hooks, so without
+// this retry layer: instrument the copy too, or bound calls with their
+// contexts instead. ctx bounds the
 // one COMMAND call that reads the server's command table; when it fails,
 // a built-in table of read-only commands is used and the hook tries again
 // at most every 30 s, after a successful command.
@@ -119,7 +122,10 @@ func (h *hook) DialHook(next redis.DialHook) redis.DialHook {
 // ProcessHook retries one command.
 func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if connState(cmd.Name()) || bypass(ctx) {
+		if connState(cmd.Name()) {
+			return markSetup(next(ctx, cmd))
+		}
+		if bypass(ctx) {
 			return next(ctx, cmd)
 		}
 		var (
@@ -206,7 +212,10 @@ func replyAtFirst(err, last error) error {
 // to repeat.
 func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if allConnState(cmds) || bypass(ctx) {
+		if allConnState(cmds) {
+			return markSetup(next(ctx, cmds))
+		}
+		if bypass(ctx) {
 			return next(ctx, cmds)
 		}
 		var (
@@ -260,6 +269,32 @@ func connState(name string) bool {
 	return false
 }
 
+// setupError is the transport failure (not a server reply) of a command
+// that sets up a connection. go-redis sends those while it opens a
+// connection for an attempt, before the attempt's own command or pipeline
+// is written, and returns their error as the attempt's: the attempt was
+// not sent. It unwraps with Unwrap() []error, which go-redis's
+// errors.Unwrap of a failed handshake's error does not strip.
+type setupError struct{ err error }
+
+func (e *setupError) Error() string   { return e.err.Error() }
+func (e *setupError) Unwrap() []error { return []error{e.err} }
+
+// markSetup marks err, the error of a connection-setup command, as a
+// setupError when it is a transport failure; a server reply (go-redis
+// falls back to RESP2 when HELLO is refused) and ErrClosed are returned
+// as they are.
+func markSetup(err error) error {
+	if err == nil || errors.Is(err, redis.ErrClosed) {
+		return err
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		return err
+	}
+	return &setupError{err}
+}
+
 func allConnState(cmds []redis.Cmder) bool {
 	for _, c := range cmds {
 		if !connState(c.Name()) {
@@ -293,6 +328,7 @@ func (h *hook) judgePipeline(ctx context.Context, err error, cmds []redis.Cmder,
 	switch o {
 	case outcomeReply, outcomeRefused:
 		refused := false
+		multi := pipelineName(cmds) == "multi"
 		for _, c := range cmds {
 			ce := c.Err()
 			if ce == nil || ce == redis.Nil {
@@ -302,6 +338,13 @@ func (h *hook) judgePipeline(ctx context.Context, err error, cmds []redis.Cmder,
 			case outcomeRefused:
 				refused = true
 			case outcomeReply:
+				if multi && redis.HasErrorPrefix(ce, "EXECABORT") {
+					// EXEC discarded the transaction because a command
+					// was refused when queued: nothing of it ran. Whether
+					// it is repeated depends on the queued commands' own
+					// errors, which go-redis keeps.
+					continue
+				}
 				return reply()
 			}
 		}
