@@ -272,8 +272,10 @@ func (p *Policy) stopReason(ctx context.Context, err error, timedOut bool) (Reas
 	// An inner loop that gave up ends this one even when its last error
 	// was a Throttle's rejection (retrying it here would multiply the
 	// layers' attempts exactly when the backend is overloaded), and even
-	// when this loop's AttemptTimeout cut it short: it already retried.
-	if !p.RetryExhausted && IsExhausted(err) {
+	// when this loop's AttemptTimeout cut it short once it had retried. An
+	// inner loop cut short in its first attempt never retried: retrying it
+	// here multiplies nothing, and is what AttemptTimeout is for.
+	if !p.RetryExhausted && IsExhausted(err) && (!timedOut || retriedBelow(err)) {
 		return ReasonExhausted, nil
 	}
 	if timedOut {
@@ -295,6 +297,19 @@ func (p *Policy) stopReason(ctx context.Context, err error, timedOut bool) (Reas
 		return ReasonPermanent, nil
 	}
 	return 0, nil
+}
+
+// retriedBelow reports whether an inner retry loop in err's chain made more
+// than one attempt, or an error says it was exhausted without an [*Error]
+// to count its attempts (another library's, a Retry-Exhausted response).
+func retriedBelow(err error) bool {
+	return walk(err, func(e error) bool {
+		if re, ok := e.(*Error); ok {
+			return re.Attempts > 1
+		}
+		x, ok := e.(interface{ Exhausted() bool })
+		return ok && x.Exhausted()
+	})
 }
 
 // giveUp fills in e.Elapsed, reports EventDone and returns e.

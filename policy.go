@@ -94,9 +94,11 @@ type Policy struct {
 	// AttemptTimeout bounds each attempt with its own context deadline. An
 	// attempt that runs out of it is retried while the caller's context is
 	// alive, even though its error is a context error and whatever
-	// Retryable says (only Permanent stops it, and an inner retry loop's
-	// error unless RetryExhausted is set: see [IsExhausted]). The stop
-	// rules still apply.
+	// Retryable says (only Permanent stops it, and the error of an inner
+	// retry loop that made more than one attempt, unless RetryExhausted is
+	// set: see [IsExhausted]; an inner loop cut short in its first attempt
+	// never retried, so retrying it multiplies nothing). The stop rules
+	// still apply.
 	// Zero means no per-attempt timeout.
 	AttemptTimeout time.Duration
 
