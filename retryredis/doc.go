@@ -51,7 +51,10 @@
 // A pipeline or MULTI/EXEC transaction is repeated as a whole: when it was
 // not sent, or when every command in it (MULTI and EXEC aside) is safe. A
 // write error in a pipeline counts as "may have been applied", since
-// earlier commands may have been written whole.
+// earlier commands may have been written whole. A transaction that EXEC
+// aborted (EXECABORT) because a command was refused when queued counts as
+// refused, unless a WATCH went through the client: the abort also ended
+// the WATCH, which a repeat would bypass.
 //
 // Never retried: replies that say the request itself is wrong (ERR,
 // WRONGTYPE, NOSCRIPT, EXECABORT, OOM, BUSYKEY, BUSYGROUP, ...): waiting

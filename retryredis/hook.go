@@ -96,6 +96,11 @@ func Instrument(ctx context.Context, c *redis.Client, p retry.Policy, opts ...Op
 type hook struct {
 	policy retry.Policy
 	table  commandTable
+	// watched is set once a WATCH went through the hook (on the client,
+	// or a Tx or Conn of it): from then on a transaction refused at queue
+	// time (EXECABORT) is not repeated, since the EXEC that aborted also
+	// ended the WATCH of its connection, which the hook cannot tell apart.
+	watched atomic.Bool
 }
 
 // sharing is set once a Share has started on a *redis.Client: from then
@@ -122,7 +127,11 @@ func (h *hook) DialHook(next redis.DialHook) redis.DialHook {
 // ProcessHook retries one command.
 func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if connState(cmd.Name()) {
+		name := cmd.Name()
+		if name == "watch" {
+			h.watched.Store(true)
+		}
+		if connState(name) {
 			return markSetup(next(ctx, cmd))
 		}
 		if bypass(ctx) {
@@ -212,6 +221,11 @@ func replyAtFirst(err, last error) error {
 // to repeat.
 func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if c.Name() == "watch" {
+				h.watched.Store(true)
+			}
+		}
 		if allConnState(cmds) {
 			return markSetup(next(ctx, cmds))
 		}
@@ -338,11 +352,13 @@ func (h *hook) judgePipeline(ctx context.Context, err error, cmds []redis.Cmder,
 			case outcomeRefused:
 				refused = true
 			case outcomeReply:
-				if multi && redis.HasErrorPrefix(ce, "EXECABORT") {
+				if multi && !h.watched.Load() && redis.HasErrorPrefix(ce, "EXECABORT") {
 					// EXEC discarded the transaction because a command
 					// was refused when queued: nothing of it ran. Whether
 					// it is repeated depends on the queued commands' own
-					// errors, which go-redis keeps.
+					// errors, which go-redis keeps. Not after a WATCH on
+					// this client: the abort ended the WATCH too, and a
+					// repeat would run without it.
 					continue
 				}
 				return reply()
