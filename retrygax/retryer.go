@@ -247,7 +247,14 @@ func (r *retryer) Retry(err error) (time.Duration, bool) {
 		hint = addJitter(v.hint)
 	}
 	var total time.Duration // waits granted by this call of Retry
+	made := err             // the error of the attempt that was sent
 	for {
+		if err == retry.ErrThrottled {
+			// The Throttle rejected the retries after an attempt that was
+			// made: as retry.Do, keep that attempt's error, which says
+			// what the backend answered, beside ErrThrottled.
+			err = &throttledError{made: made}
+		}
 		if o.maxAttempts != retry.Unlimited && r.n >= o.maxAttempts {
 			return r.giveUp(err, retry.ReasonAttempts, elapsed)
 		}
@@ -260,10 +267,10 @@ func (r *retryer) Retry(err error) (time.Duration, bool) {
 			return r.giveUp(err, retry.ReasonTimeBudget, elapsed)
 		}
 		if p.Budget != nil && !p.Budget.AllowRetry() {
-			r.emit(retry.Event{Kind: retry.EventBudgetRefused, Attempt: r.n, Err: err, Waited: addSat(r.waited, total), Elapsed: elapsed})
+			r.emit(retry.Event{Kind: retry.EventBudgetRefused, Attempt: r.n, Err: eventErr(err), Waited: addSat(r.waited, total), Elapsed: elapsed})
 			return r.giveUp(err, retry.ReasonBudget, elapsed)
 		}
-		r.emit(retry.Event{Kind: retry.EventRetry, Attempt: r.n, Err: err, Delay: d, Waited: addSat(r.waited, total), Elapsed: elapsed})
+		r.emit(retry.Event{Kind: retry.EventRetry, Attempt: r.n, Err: eventErr(err), Delay: d, Waited: addSat(r.waited, total), Elapsed: elapsed})
 		total = addSat(total, d)
 		r.n++
 		if p.Throttle == nil || p.Throttle.Allow() {
@@ -277,6 +284,26 @@ func (r *retryer) Retry(err error) (time.Duration, bool) {
 	r.waited = addSat(r.waited, total)
 	r.emit(retry.Event{Kind: retry.EventAttempt, Attempt: r.n, Waited: r.waited})
 	return total, true
+}
+
+// throttledError is the last error of a call whose last retries the
+// Throttle rejected after an attempt that was made and failed with made,
+// as retry.Do reports it: it matches both retry.ErrThrottled and made.
+type throttledError struct{ made error }
+
+func (e *throttledError) Error() string {
+	return retry.ErrThrottled.Error() + ", after: " + e.made.Error()
+}
+
+func (e *throttledError) Unwrap() []error { return []error{retry.ErrThrottled, e.made} }
+
+// eventErr is the Err of an EventRetry or EventBudgetRefused: retry.Do
+// reports a rejected attempt's error there as retry.ErrThrottled itself.
+func eventErr(err error) error {
+	if _, ok := err.(*throttledError); ok {
+		return retry.ErrThrottled
+	}
+	return err
 }
 
 func (r *retryer) giveUp(err error, reason retry.Reason, elapsed time.Duration) (time.Duration, bool) {
