@@ -98,7 +98,8 @@ func markTracker(ctx context.Context) {
 // Middleware wraps a server's handler so that retry exhaustion is passed
 // up a chain of services instead of multiplied. Outgoing requests made with
 // a [Transport] under the served request's context (r.Context() or a
-// child) report to it when they give up; if the handler then answers with
+// child) report to it when they give up (or when the context's deadline
+// ends them after they retried); if the handler then answers with
 // a status that DefaultRetryStatus accepts, the response carries
 // [HeaderExhausted] and transports above do not retry it. With four
 // services in a chain, each retrying 4 times, the last one then receives
@@ -160,6 +161,23 @@ func (w *exhaustWriter) Flush() {
 	}
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
+	}
+}
+
+// Push implements http.Pusher (HTTP/2 server push) through the underlying
+// writer, or the writers it unwraps to; without one it returns
+// http.ErrNotSupported, as a Pusher does when push is not available.
+func (w *exhaustWriter) Push(target string, opts *http.PushOptions) error {
+	rw := w.ResponseWriter
+	for {
+		switch u := rw.(type) {
+		case http.Pusher:
+			return u.Push(target, opts)
+		case interface{ Unwrap() http.ResponseWriter }:
+			rw = u.Unwrap()
+		default:
+			return http.ErrNotSupported
+		}
 	}
 }
 

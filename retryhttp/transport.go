@@ -385,7 +385,12 @@ func (c *call) loop(ctx context.Context) (*http.Response, error) {
 		discard(c.last)
 		c.last = nil
 	}
-	if re != nil && re.Reason != retry.ReasonPermanent && re.Reason != retry.ReasonContext {
+	if re != nil && re.Reason != retry.ReasonPermanent &&
+		(re.Reason != retry.ReasonContext || c.n > 1 && errors.Is(re, context.DeadlineExceeded)) {
+		// Gave up, or retried until the request's deadline (a handler's
+		// time budget for its call) ended it: either way the layers above
+		// must not retry again. A call cancelled, or cut in its first
+		// attempt, was not retried here.
 		markTracker(c.ctx)
 	}
 	return nil, err
