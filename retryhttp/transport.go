@@ -386,11 +386,14 @@ func (c *call) loop(ctx context.Context) (*http.Response, error) {
 		c.last = nil
 	}
 	if re != nil && re.Reason != retry.ReasonPermanent &&
-		(re.Reason != retry.ReasonContext || c.n > 1 && errors.Is(re, context.DeadlineExceeded)) {
+		(re.Reason != retry.ReasonContext || c.n > 1 && errors.Is(re.Cause, context.DeadlineExceeded)) {
 		// Gave up, or retried until the request's deadline (a handler's
 		// time budget for its call) ended it: either way the layers above
 		// must not retry again. A call cancelled, or cut in its first
-		// attempt, was not retried here.
+		// attempt, was not retried here. The context's own error (Cause)
+		// decides, not the last attempt's: a transport timeout (one that
+		// matches context.DeadlineExceeded through its Is method) followed
+		// by a cancellation is a cancelled call.
 		markTracker(c.ctx)
 	}
 	return nil, err
