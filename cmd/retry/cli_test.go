@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -54,6 +55,16 @@ func bin(t testing.TB) string {
 }
 
 func TestMain(m *testing.M) {
+	// The retry binaries the tests start inherit an ignored SIGINT or
+	// SIGHUP, which retry then leaves ignored, as nohup asks: when this
+	// process was started so (a background job of a shell without job
+	// control), it handles them itself, so that its children start with
+	// the default disposition and the signal tests mean what they say.
+	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGHUP} {
+		if signal.Ignored(s) {
+			signal.Notify(make(chan os.Signal, 1), s)
+		}
+	}
 	code := m.Run()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {

@@ -98,14 +98,7 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 	sigs := make(chan os.Signal, 2)
 	// SIGHUP too: the command runs in a process group of its own, which the
 	// SIGHUP a shell sends its jobs when the terminal closes does not reach.
-	// Unless retry was started with SIGHUP ignored (nohup): notifying it
-	// would install a handler, and the command, started from a process that
-	// handles SIGHUP, would no longer inherit the ignored disposition.
-	forward := []os.Signal{syscall.SIGINT, syscall.SIGTERM}
-	if !signal.Ignored(syscall.SIGHUP) {
-		forward = append(forward, syscall.SIGHUP)
-	}
-	signal.Notify(sigs, forward...)
+	signal.Notify(sigs, notIgnored(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)...)
 	defer signal.Stop(sigs)
 	stopSigs := make(chan struct{})
 	defer close(stopSigs)

@@ -51,6 +51,8 @@ handled Ctrl-C; unless --on-exit lists 130), is not retried; a command that hand
 another status is retried like any failure. SIGINT, SIGTERM and SIGHUP sent to
 retry itself are forwarded to the command's whole group and stop the retries; a
 signal during a wait ends it with status 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP).
+SIGINT and SIGHUP stay ignored, for retry and the command, when retry was started
+with them ignored (nohup, a background job of a shell without job control).
 
 Standard input goes to the first attempt only: later attempts read /dev/null.
 Standard output and standard error of the command pass through unchanged.

@@ -14,7 +14,7 @@ import (
 func interruptible(ctx context.Context) (_ context.Context, signalled func() int, stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, notIgnored(syscall.SIGINT, syscall.SIGTERM)...)
 	var code atomic.Int32
 	done := make(chan struct{})
 	go func() {
@@ -34,4 +34,20 @@ func interruptible(ctx context.Context) (_ context.Context, signalled func() int
 		close(done)
 		cancel()
 	}
+}
+
+// notIgnored returns the signals of sigs that retry was not started with
+// ignored. SIGHUP and SIGINT are left out when they were (nohup, or a
+// background job of a shell without job control): notifying them would
+// install a handler, so retry would no longer ignore them, and a command it
+// starts would no longer inherit the ignored disposition.
+func notIgnored(sigs ...os.Signal) []os.Signal {
+	out := sigs[:0:0]
+	for _, s := range sigs {
+		if (s == syscall.SIGHUP || s == syscall.SIGINT) && signal.Ignored(s) {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }
