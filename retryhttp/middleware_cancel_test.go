@@ -21,15 +21,7 @@ import (
 // must look at the context's error (the *retry.Error's Cause), not at the
 // last attempt's error.
 func TestMiddlewareCancelledCallAfterTimeoutAttemptNotMarked(t *testing.T) {
-	var sent atomic.Int32
-	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if sent.Add(1) == 1 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		<-r.Context().Done() // the retry hangs until the header timeout
-	}))
-	defer down.Close()
+	down, sent := unavailableThenHang(t)
 	base := &http.Transport{ResponseHeaderTimeout: 50 * time.Millisecond}
 	defer base.CloseIdleConnections()
 	var callErr atomic.Value

@@ -20,15 +20,7 @@ import (
 // retry.Do loop that retried and was cut short ends an outer one.
 // Otherwise every caller above retries again and the chain multiplies.
 func TestMiddlewareMarksCallRetriedUntilDeadline(t *testing.T) {
-	var sent atomic.Int32
-	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if sent.Add(1) == 1 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		<-r.Context().Done() // the retry hangs
-	}))
-	defer down.Close()
+	down, sent := unavailableThenHang(t)
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
 	out := &http.Client{Transport: &retryhttp.Transport{Base: base,
@@ -132,4 +124,20 @@ func TestMiddlewareKeepsPusher(t *testing.T) {
 	if plain.Load() && !wrapped.Load() {
 		t.Fatal("Middleware hides the HTTP/2 ResponseWriter's http.Pusher")
 	}
+}
+
+// unavailableThenHang starts a server that answers its first request 503
+// and holds every later one until the client gives up; sent counts the
+// requests. It is closed when t ends.
+func unavailableThenHang(t *testing.T) (*httptest.Server, *atomic.Int32) {
+	sent := new(atomic.Int32)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sent.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	return srv, sent
 }
