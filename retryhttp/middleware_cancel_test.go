@@ -3,7 +3,6 @@ package retryhttp_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,7 +24,7 @@ func TestMiddlewareCancelledCallAfterTimeoutAttemptNotMarked(t *testing.T) {
 	base := &http.Transport{ResponseHeaderTimeout: 50 * time.Millisecond}
 	defer base.CloseIdleConnections()
 	var callErr atomic.Value
-	mid := httptest.NewServer(retryhttp.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	resp := getThroughMiddleware(t, func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		out := &http.Client{Transport: &retryhttp.Transport{Base: base, Policy: retry.Policy{
@@ -44,13 +43,7 @@ func TestMiddlewareCancelledCallAfterTimeoutAttemptNotMarked(t *testing.T) {
 			return
 		}
 		resp.Body.Close()
-	})))
-	defer mid.Close()
-	resp, err := http.Get(mid.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	})
 	if sent.Load() != 2 || resp.StatusCode != http.StatusBadGateway {
 		t.Fatalf("%d sends, status %d (call error %v); want 2 sends and 502", sent.Load(), resp.StatusCode, callErr.Load())
 	}

@@ -2,6 +2,7 @@ package retryhttp_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -26,7 +27,7 @@ func TestMiddlewareMarksCallRetriedUntilDeadline(t *testing.T) {
 	out := &http.Client{Transport: &retryhttp.Transport{Base: base,
 		Policy: retry.Policy{Initial: time.Millisecond, MaxAttempts: 4, Jitter: retry.NoJitter}}}
 	var callErr atomic.Value
-	mid := httptest.NewServer(retryhttp.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	resp := getThroughMiddleware(t, func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 150*time.Millisecond)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, down.URL, nil)
@@ -37,13 +38,7 @@ func TestMiddlewareMarksCallRetriedUntilDeadline(t *testing.T) {
 			return
 		}
 		resp.Body.Close()
-	})))
-	defer mid.Close()
-	resp, err := http.Get(mid.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	})
 	if sent.Load() != 2 || resp.StatusCode != http.StatusGatewayTimeout {
 		t.Fatalf("%d sends, status %d; want 2 sends and 504", sent.Load(), resp.StatusCode)
 	}
@@ -63,7 +58,7 @@ func TestMiddlewareLeavesUnretriedDeadlineAlone(t *testing.T) {
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
 	out := &http.Client{Transport: &retryhttp.Transport{Base: base, Policy: retry.Policy{Initial: time.Millisecond, MaxAttempts: 4}}}
-	mid := httptest.NewServer(retryhttp.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	resp := getThroughMiddleware(t, func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 50*time.Millisecond)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, down.URL, nil)
@@ -71,13 +66,7 @@ func TestMiddlewareLeavesUnretriedDeadlineAlone(t *testing.T) {
 			resp.Body.Close()
 		}
 		w.WriteHeader(http.StatusGatewayTimeout)
-	})))
-	defer mid.Close()
-	resp, err := http.Get(mid.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	})
 	if retryhttp.Exhausted(resp) {
 		t.Fatal("a call that was never retried marked the service's answer exhausted")
 	}
@@ -140,4 +129,19 @@ func unavailableThenHang(t *testing.T) (*httptest.Server, *atomic.Int32) {
 	}))
 	t.Cleanup(srv.Close)
 	return srv, sent
+}
+
+// getThroughMiddleware serves h behind Middleware on a loopback server,
+// GETs it once, and returns the response, its body read and closed.
+func getThroughMiddleware(t *testing.T, h http.HandlerFunc) *http.Response {
+	t.Helper()
+	srv := httptest.NewServer(retryhttp.Middleware(h))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
 }

@@ -88,14 +88,7 @@ func TestTxRefused(t *testing.T) {
 	if _, err := srv.Do("REPLICAOF", "127.0.0.1", "1"); err != nil {
 		t.Fatal(err)
 	}
-	p := testPolicy()
-	p.MaxAttempts = 5
-	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-		if e.Kind == retry.EventRetry {
-			srv.Do("REPLICAOF", "NO", "ONE") // the failover completes
-		}
-	})
-	c := newClient(t, srv.Addr(), p)
+	c := failoverClient(t, srv)
 
 	for _, tx := range []bool{false, true} {
 		if _, err := srv.Do("REPLICAOF", "127.0.0.1", "1"); err != nil {
@@ -142,4 +135,18 @@ func TestTxRefused(t *testing.T) {
 	if !redis.HasErrorPrefix(err, "EXECABORT") {
 		t.Fatalf("TxPipelined with an unknown command: %v; want EXECABORT as go-redis returns it", err)
 	}
+}
+
+// failoverClient returns an instrumented client of srv (5 attempts) whose
+// loop promotes srv (REPLICAOF NO ONE: the failover completes) before each
+// retry, so that a write refused with READONLY succeeds when sent again.
+func failoverClient(t *testing.T, srv *redistest.Server) *redis.Client {
+	p := testPolicy()
+	p.MaxAttempts = 5
+	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+		if e.Kind == retry.EventRetry {
+			srv.Do("REPLICAOF", "NO", "ONE")
+		}
+	})
+	return newClient(t, srv.Addr(), p)
 }

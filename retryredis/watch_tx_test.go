@@ -6,7 +6,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/redistest"
 )
 
@@ -23,14 +22,7 @@ func TestWatchTxRefusedNotRepeated(t *testing.T) {
 	if _, err := srv.Do("SET", "k", "0"); err != nil {
 		t.Fatal(err)
 	}
-	p := testPolicy()
-	p.MaxAttempts = 5
-	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-		if e.Kind == retry.EventRetry {
-			srv.Do("REPLICAOF", "NO", "ONE") // the failover completes
-		}
-	})
-	c := newClient(t, srv.Addr(), p)
+	c := failoverClient(t, srv)
 
 	err := c.Watch(ctx, func(tx *redis.Tx) error {
 		if _, err := tx.Get(ctx, "k").Result(); err != nil {
