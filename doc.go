@@ -123,4 +123,8 @@
 // per retry beyond the returned [*Error] and what the caller's errors need.
 // Computing a wait allocates nothing. The package's benchmarks measure
 // these paths: go test -run '^$' -bench . -benchmem.
+//
+// # License
+//
+// Apache License 2.0: see the LICENSE file in this module's directory.
 package retry

@@ -22,4 +22,8 @@
 // gax's Retryer gets no context and is not told about successes; what
 // that means for deadlines, the Throttle and the Observer is spelled out
 // on [WithPolicy].
+//
+// # License
+//
+// Apache License 2.0: see the LICENSE file in this module's directory.
 package retrygax

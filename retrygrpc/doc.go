@@ -87,4 +87,8 @@
 // prepends its own to them), and as
 // many as a bare call that asks for both (TestUnaryNoExtraAllocs). A
 // server's own headers and trailers add to the copies.
+//
+// # License
+//
+// Apache License 2.0: see the LICENSE file in this module's directory.
 package retrygrpc

@@ -69,4 +69,8 @@
 // Observe calls and one histogram recording (README, section
 // Observability, for the measured figures). Attribute sets are built once,
 // by Instrument and NewTransport.
+//
+// # License
+//
+// Apache License 2.0: see the LICENSE file in this module's directory.
 package retryotel

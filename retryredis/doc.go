@@ -125,4 +125,8 @@
 // slow or down. The client is the caller's, configured as they need (AUTH,
 // TLS, cluster, Sentinel); see the README section "Sharing a budget across
 // a fleet".
+//
+// # License
+//
+// Apache License 2.0: see the LICENSE file in this module's directory.
 package retryredis

@@ -155,4 +155,8 @@
 // TLS, cluster, Sentinel); see the README section "Sharing a budget across
 // a fleet". The keys and the script are those of retryredis, so processes
 // using go-redis and processes using valkey-go share one budget.
+//
+// # License
+//
+// Apache License 2.0: see the LICENSE file in this module's directory.
 package retryvalkey

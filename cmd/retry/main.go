@@ -11,6 +11,10 @@
 // response body; 130 (SIGINT) and 143 (SIGTERM), and 129 (SIGHUP) in
 // command mode, when a signal ends a wait;
 // 1 other errors.
+//
+// # License
+//
+// Apache License 2.0: see the LICENSE file in this module's directory.
 package main
 
 import (
