@@ -382,3 +382,39 @@ func TestDecorrelatedDistribution(t *testing.T) {
 		}
 	}
 }
+
+// constSource always returns the largest value, so that a bounded draw
+// returns its maximum.
+type constSource struct{}
+
+func (constSource) Uint64() uint64 { return math.MaxUint64 }
+
+// Bounds: "Every wait lies in the closed range [lo, hi]"; doc.go: "for any
+// Initial, Multiplier and MaxDelay up to the int64 limit". The decorrelated
+// upper bound was computed in float64 (Initial × 3^(n+1)), which rounds
+// below the integer 3 × previous wait that Delay draws up to once the
+// product passes 2^53 ns (104 days): Delay returned waits above Bounds' hi.
+func TestDecorrelatedBoundsHoldTheLargestWait(t *testing.T) {
+	p := retry.Policy{Initial: 1<<53 + 1, MaxDelay: math.MaxInt64, Jitter: retry.DecorrelatedJitter}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(constSource{})
+	var prev time.Duration
+	for n := range 5 {
+		d := p.Delay(n, prev, r)
+		if lo, hi := p.Bounds(n); d < lo || d > hi {
+			t.Fatalf("retry %d: Delay %d outside Bounds [%d, %d]", n, d, lo, hi)
+		}
+		prev = d
+	}
+	// The float bound was right below 2^53 ns, and must stay so.
+	q := retry.Policy{Initial: time.Millisecond, MaxDelay: time.Hour, Jitter: retry.DecorrelatedJitter}
+	for n := range 20 {
+		_, hi := q.Bounds(n)
+		want := min(time.Duration(float64(time.Millisecond)*math.Pow(3, float64(n+1))), time.Hour)
+		if hi != want {
+			t.Fatalf("Bounds(%d) hi %v, want %v", n, hi, want)
+		}
+	}
+}

@@ -1,10 +1,15 @@
 package retry_test
 
+// What a Throttle counts as a rejection, and what a loop that gives up on
+// rejected attempts returns.
+
 import (
 	"context"
 	"errors"
 	"strconv"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/retrykit/retry"
 )
@@ -59,3 +64,27 @@ func TestThrottledEndKeepsLastError(t *testing.T) {
 type statusError struct{ code int }
 
 func (e *statusError) Error() string { return "backend answered " + strconv.Itoa(e.code) }
+
+// README: "Errors that report Overloaded() (retryhttp's 429 and 503) and
+// attempt timeouts count as rejections; other errors count as accepted".
+// An attempt that ran out of its AttemptTimeout counted as accepted unless
+// its error wrapped context.DeadlineExceeded itself: an operation that
+// reports the timeout in its own error type (a gRPC status
+// DEADLINE_EXCEEDED from a raw client call, an error string) or ignores
+// its context kept a Throttle from ever throttling a backend that times
+// out, although the loop itself knew the attempt had timed out (it
+// retried it whatever Retryable said).
+func TestAttemptTimeoutCountsAsThrottleRejection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		th, _ := retry.NewThrottle(retry.ThrottleConfig{})
+		p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 3, AttemptTimeout: time.Second, Throttle: th}
+		errTimeout := errors.New("rpc error: code = DeadlineExceeded desc = context deadline exceeded")
+		retry.Do(t.Context(), p, func(ctx context.Context) error {
+			<-ctx.Done()
+			return errTimeout // the timeout, in the client's own error type
+		})
+		if requests, accepts := th.LocalCounts(); requests != 3 || accepts != 0 {
+			t.Fatalf("3 timed-out attempts: Throttle counted %d requests, %d accepted; want 3, 0", requests, accepts)
+		}
+	})
+}
