@@ -17,9 +17,23 @@ func moduleVersion() string {
 	return "devel"
 }
 
+// lastRelease is the newest version in the repository's CHANGELOG.md
+// (TestLastReleaseMatchesChangelog keeps the two equal): the version a
+// binary installed from that release's tag reports.
+const lastRelease = "v0.1.0"
+
 // versionString is what `retry version` and `retry --version` print after
-// "retry ": the module version and the Go version.
-func versionString() string { return moduleVersion() + " (" + runtime.Version() + ")" }
+// "retry ": the module version and the Go version, as "v0.1.0 (go1.26.0)"
+// for a binary of the last release; any other build (a local "devel"
+// build, a pseudo-version) also names the last release, as in
+// "devel (go1.26.0; last release v0.1.0)".
+func versionString() string {
+	v := moduleVersion()
+	if v == lastRelease {
+		return v + " (" + runtime.Version() + ")"
+	}
+	return v + " (" + runtime.Version() + "; last release " + lastRelease + ")"
+}
 
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
