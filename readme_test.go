@@ -11,13 +11,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 )
 
-// The Go snippets of README.md compile when pasted into a function of the
-// reader's, as they are written. Each ```go block is compiled, and vetted,
-// by the go command as a package of a temporary module added to a workspace
-// of every module of this repository (so a snippet may import any of them
-// and their dependencies):
+// The Go snippets of README.md and of every guide in docs/ compile when
+// pasted into a function of the reader's, as they are written. Each ```go
+// block is compiled, and vetted, by the go command as a package of a
+// temporary module added to a workspace of every module of this repository
+// (so a snippet may import any of them and their dependencies):
 //   - a block with a package clause is a whole file, compiled as it is;
 //   - a block of declarations only (imports, types, funcs) is compiled at
 //     package level;
@@ -34,44 +35,63 @@ func TestREADMESnippetsCompile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command")
 	}
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := goBlocks(string(readme))
-	if len(blocks) == 0 {
-		t.Fatal("no ```go blocks in README.md")
-	}
+	docs := markdownFiles(t)
 	work := t.TempDir()
 	if err := writeWorkspace(work); err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range blocks {
-		t.Run(fmt.Sprintf("line%d", b.line), func(t *testing.T) {
-			dir := filepath.Join(work, fmt.Sprintf("snippet%d", b.line))
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			src := snippetPackage(b.code)
-			src["go.mod"] = "module readmesnippet\n\ngo 1.26.0\n"
-			for name, text := range src {
-				if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+	for _, doc := range docs {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := goBlocks(string(text))
+		if len(blocks) == 0 && doc == "README.md" {
+			t.Fatal("no ```go blocks in README.md")
+		}
+		for _, b := range blocks {
+			name := strings.NewReplacer("/", "_", ".", "_").Replace(doc) + fmt.Sprintf("_line%d", b.line)
+			t.Run(name, func(t *testing.T) {
+				dir := filepath.Join(work, name)
+				if err := os.MkdirAll(dir, 0o755); err != nil {
 					t.Fatal(err)
 				}
-			}
-			cmd := exec.Command("go", "vet", ".")
-			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "GOWORK="+filepath.Join(work, "go.work"+strconv.Itoa(b.line)))
-			if err := os.WriteFile(filepath.Join(work, "go.work"+strconv.Itoa(b.line)),
-				[]byte(strings.Replace(workFile, "use (\n", "use (\n\t./"+filepath.Base(dir)+"\n", 1)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Errorf("README.md line %d: the snippet does not compile or vet (%v):\n%s\nsnippet as compiled:\n%s",
-					b.line, err, out, src["snippet.go"])
-			}
-		})
+				src := snippetPackage(b.code)
+				src["go.mod"] = "module readmesnippet\n\ngo 1.26.0\n"
+				for file, text := range src {
+					if err := os.WriteFile(filepath.Join(dir, file), []byte(text), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				goWork := filepath.Join(work, "go.work."+name)
+				if err := os.WriteFile(goWork,
+					[]byte(strings.Replace(workFile, "use (\n", "use (\n\t./"+name+"\n", 1)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				cmd := exec.Command("go", "vet", ".")
+				cmd.Dir = dir
+				cmd.Env = append(os.Environ(), "GOWORK="+goWork)
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Errorf("%s line %d: the snippet does not compile or vet (%v):\n%s\nsnippet as compiled:\n%s",
+						doc, b.line, err, out, src["snippet.go"])
+				}
+			})
+		}
 	}
+}
+
+// markdownFiles returns README.md and every guide in docs/, as paths
+// relative to the repository's root.
+func markdownFiles(t *testing.T) []string {
+	t.Helper()
+	guides, err := filepath.Glob(filepath.Join("docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(guides) == 0 {
+		t.Fatal("no guides in docs/")
+	}
+	return append([]string{"README.md"}, guides...)
 }
 
 // workFile is the go.work of the snippets' workspace, written by
@@ -227,4 +247,129 @@ func sub0(q string) string { return strings.Trim(q, `"`) }
 func importedPath(spec string) string {
 	f := strings.Fields(spec)
 	return sub0(f[len(f)-1])
+}
+
+// TestREADMELinksResolve: every relative link of README.md, of the guides
+// in docs/ and of ARCHITECTURE.md, CHANGELOG.md and CONTRIBUTING.md names
+// a file or directory of the repository, and a link
+// to a section of a Markdown file (file.md#section, or #section) names a
+// heading of it, by GitHub's anchor rule. Links in code are not links.
+func TestREADMELinksResolve(t *testing.T) {
+	root, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, doc := range append(markdownFiles(t), "ARCHITECTURE.md", "CHANGELOG.md", "CONTRIBUTING.md") {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range markdownLinks(string(text)) {
+			if strings.Contains(l.target, "://") || strings.HasPrefix(l.target, "mailto:") {
+				continue
+			}
+			checked++
+			file, anchor, _ := strings.Cut(l.target, "#")
+			path := doc
+			if file != "" {
+				path = filepath.Join(filepath.Dir(doc), filepath.FromSlash(file))
+			}
+			abs, err := filepath.Abs(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rel, err := filepath.Rel(root, abs); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+				t.Errorf("%s line %d: link %q leaves the repository", doc, l.line, l.target)
+				continue
+			}
+			if _, err := os.Stat(path); err != nil {
+				t.Errorf("%s line %d: link %q: %v", doc, l.line, l.target, err)
+				continue
+			}
+			if anchor == "" {
+				continue
+			}
+			if !strings.HasSuffix(path, ".md") {
+				t.Errorf("%s line %d: link %q: a section of a file that is not Markdown", doc, l.line, l.target)
+				continue
+			}
+			target, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !headingAnchors(string(target))[anchor] {
+				t.Errorf("%s line %d: link %q: %s has no heading with that anchor", doc, l.line, l.target, path)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no relative links found: the link parser is broken")
+	}
+}
+
+type mdLink struct {
+	line   int
+	target string
+}
+
+var (
+	mdLinkRE   = regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
+	codeSpanRE = regexp.MustCompile("`+[^`]*`+")
+)
+
+// markdownLinks returns the inline links and images of a Markdown text,
+// outside fenced code blocks and code spans.
+func markdownLinks(md string) []mdLink {
+	var links []mdLink
+	fenced := false
+	for i, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
+			continue
+		}
+		if fenced {
+			continue
+		}
+		for _, m := range mdLinkRE.FindAllStringSubmatch(codeSpanRE.ReplaceAllString(line, ""), -1) {
+			links = append(links, mdLink{i + 1, m[1]})
+		}
+	}
+	return links
+}
+
+// headingAnchors returns the anchors GitHub gives the headings of a
+// Markdown text: lower case, spaces as hyphens, other punctuation dropped,
+// "-1", "-2", … appended to repeats.
+func headingAnchors(md string) map[string]bool {
+	anchors := map[string]bool{}
+	seen := map[string]int{}
+	fenced := false
+	for _, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
+		}
+		if fenced || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		title := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		var b strings.Builder
+		for _, r := range strings.ToLower(title) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		a := b.String()
+		if n := seen[a]; n > 0 {
+			seen[a]++
+			a = fmt.Sprintf("%s-%d", a, n)
+		} else {
+			seen[a] = 1
+		}
+		anchors[a] = true
+	}
+	return anchors
 }

@@ -66,7 +66,7 @@
 // server can then see one traceparent twice.
 //
 // Costs: with the observer on, a call that succeeds at once pays two
-// Observe calls and one histogram recording (README, section
+// Observe calls and one histogram recording (docs/performance.md, section
 // Observability, for the measured figures). Attribute sets are built once,
 // by Instrument and NewTransport.
 //

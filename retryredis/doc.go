@@ -8,7 +8,7 @@
 // command written to the server whose reply is lost may have been applied:
 // repeating INCR, LPUSH or XADD then applies it twice. Measured through a
 // proxy that loses 20 % of the replies, 1,000 INCR calls left the counter
-// at 1,288 (see the README).
+// at 1,288 (see docs/redis.md).
 //
 // [Instrument] replaces that layer with a [retry.Policy]: it refuses a
 // client whose MaxRetries is not -1 or whose DialerRetries is not 1 (two
@@ -123,8 +123,8 @@
 // counts plus the fleet's counts as of the last background sync (one
 // EVALSHA every 100 ms by default), and decides alone while the server is
 // slow or down. The client is the caller's, configured as they need (AUTH,
-// TLS, cluster, Sentinel); see the README section "Sharing a budget across
-// a fleet".
+// TLS, cluster, Sentinel); see docs/storms.md, "Sharing a budget across a
+// fleet".
 //
 // # License
 //

@@ -6,7 +6,7 @@
 // LOADING, with waits of up to 1 s and no attempt limit, until the context
 // ends. A write marked ToRetryable whose reply was lost is applied again:
 // measured through a proxy that loses 20 % of the replies, 1,000 INCR calls
-// marked ToRetryable left the counter at 1,292 (see the README).
+// marked ToRetryable left the counter at 1,292 (see docs/redis.md).
 //
 // [NewClient] keeps valkey-go's loop as the one layer and drives it with a
 // [retry.Policy], through ClientOption.RetryDelay:
@@ -152,8 +152,8 @@
 // counts plus the fleet's counts as of the last background sync (one
 // EVALSHA every 100 ms by default), and decides alone while the server is
 // slow or down. The client is the caller's, configured as they need (AUTH,
-// TLS, cluster, Sentinel); see the README section "Sharing a budget across
-// a fleet". The keys and the script are those of retryredis, so processes
+// TLS, cluster, Sentinel); see docs/storms.md, "Sharing a budget across a
+// fleet". The keys and the script are those of retryredis, so processes
 // using go-redis and processes using valkey-go share one budget.
 //
 // # License

@@ -1,24 +1,3 @@
-// Package fleet is the store-agnostic sync engine behind retryredis and
-// retryvalkey: it makes a retry.Budget or retry.Throttle in each process
-// decide as one shared by every process that syncs under the same key
-// prefix. A client module only adapts its client to [Store] (load a
-// script, call it by SHA).
-//
-// Each Engine runs one goroutine that, every Interval, pushes the local
-// counts added since the last sync into the fleet's current window slot
-// and reads back the counts of the window's slots, in one script call.
-// The other processes' counts (the totals minus what this process pushed)
-// go to the Budget or Throttle through SetFleet. The request path never
-// waits on the store: it reads only what the last sync left.
-//
-// When a sync fails or does not answer within Timeout, the engine calls
-// ClearFleet at once (the process decides locally, exactly as a Budget or
-// Throttle that was never shared) and logs the switch once; the first sync
-// that succeeds again rejoins the fleet (and logs that once). The engine
-// does not rely on the store to honour the context: a store call runs on a
-// goroutine of its own, and one that outlasts its sync's deadline is left
-// to end by itself, while the syncs after it fail at once without a call,
-// so that there is never more than one.
 package fleet
 
 import (

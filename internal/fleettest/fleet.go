@@ -20,7 +20,7 @@ import (
 // that the suite stays fast on 2 cores; the bound is checked with the
 // same window. RETRYKIT_FLEET_DEFAULTS=1 runs TestFleetBudget with the
 // default Budget (Ratio 0.1, MinPerSecond 1, Window 10 s) for 10 s.
-// Figures for the README: go test -run TestFleet -v ./retryredis/ (or
+// Figures for docs/storms.md: go test -run TestFleet -v ./retryredis/ (or
 // ./retryvalkey/: the same harness on valkey-go).
 const (
 	fleetProcs    = 8
@@ -106,7 +106,7 @@ func FleetBudget(t *testing.T) {
 }
 
 // checkSpans checks the bound over every span [s, e] on a 100 ms grid
-// (see ARCHITECTURE.md, "Sharing a Budget or Throttle across processes").
+// (see the fleet-wide bound in internal/fleet/doc.go).
 // A retry is counted where the backend saw it; it was granted up to one
 // wait (20 ms) earlier, so the span of grants is widened by 50 ms, and
 // first attempts count from Window + one sync interval before it (fleet

@@ -316,11 +316,11 @@ func ShareThroughRetryClient(t *testing.T, dial func(t *testing.T, addr string, 
 
 // ShareSlowServer: a server that stops answering (CLIENT PAUSE: it takes
 // commands and replies only when the pause ends) while a share syncs
-// through dial's client, which should be configured as the README says
+// through dial's client, which should be configured as docs/storms.md says
 // (go-redis: MaxRetries -1, DialerRetries 1, its 3 s ReadTimeout and no
-// ContextTimeoutEnabled; valkey-go: its defaults). The README: "A sync
-// that fails or takes longer than its timeout (the interval by default)
-// makes the process decide locally at once", whether or not the client
+// ContextTimeoutEnabled; valkey-go: its defaults). The README said: "A
+// sync that fails or takes longer than its timeout (the interval by
+// default) makes the process decide locally at once", whether or not the client
 // honours the context; and Close ("interrupting a sync in progress") does
 // not wait for the server.
 func ShareSlowServer(t *testing.T, dial Dialer) {

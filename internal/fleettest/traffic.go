@@ -31,7 +31,7 @@ func infoStats(t *testing.T, srv *redistest.Server) (cmds, in, out int64) {
 
 // ShareSyncTraffic measures what one shared Budget costs the server at
 // the default interval, as the server counts it: EVALSHA calls per second
-// (at most 10) and bytes per second each way. Figures for the README:
+// (at most 10) and bytes per second each way. Figures for docs/storms.md:
 // go test -run TestShareSyncTraffic -v in either module.
 func ShareSyncTraffic(t *testing.T, dial Dialer) {
 	srv := redistest.Start(t)
