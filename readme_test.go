@@ -98,29 +98,20 @@ func markdownFiles(t *testing.T) []string {
 // writeWorkspace: every module of this repository, by absolute path.
 var workFile string
 
-// writeWorkspace finds every module of the repository (each go.mod below
-// the root, outside hidden and testdata directories) and prepares workFile.
+// writeWorkspace prepares workFile from every module of the repository.
 func writeWorkspace(work string) error {
 	root, err := filepath.Abs(".")
 	if err != nil {
 		return err
 	}
-	var b strings.Builder
-	b.WriteString("go 1.26.0\n\nuse (\n")
-	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
-			return filepath.SkipDir
-		}
-		if !d.IsDir() && d.Name() == "go.mod" {
-			fmt.Fprintf(&b, "\t%s\n", filepath.Dir(path))
-		}
-		return nil
-	})
+	dirs, err := moduleDirs(root)
 	if err != nil {
 		return err
+	}
+	var b strings.Builder
+	b.WriteString("go 1.26.0\n\nuse (\n")
+	for _, dir := range dirs {
+		fmt.Fprintf(&b, "\t%s\n", dir)
 	}
 	b.WriteString(")\n")
 	workFile = b.String()
@@ -128,6 +119,25 @@ func writeWorkspace(work string) error {
 		return os.WriteFile(filepath.Join(work, "go.work.sum"), sum, 0o644)
 	}
 	return nil
+}
+
+// moduleDirs returns the directory of every go.mod below root, outside
+// hidden and testdata directories.
+func moduleDirs(root string) ([]string, error) {
+	var dirs []string
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && d.Name() == "go.mod" {
+			dirs = append(dirs, filepath.Dir(path))
+		}
+		return nil
+	})
+	return dirs, err
 }
 
 type goBlock struct {
@@ -372,4 +382,29 @@ func headingAnchors(md string) map[string]bool {
 		anchors[a] = true
 	}
 	return anchors
+}
+
+// TestLicenseInEveryModule: every module of the repository carries the
+// root's LICENSE, byte for byte, since the zip of a nested module holds
+// only the files below its own go.mod.
+func TestLicenseInEveryModule(t *testing.T) {
+	want, err := os.ReadFile("LICENSE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(want), "Apache License\n                           Version 2.0, January 2004") {
+		t.Fatal("LICENSE is not the Apache License 2.0")
+	}
+	dirs, err := moduleDirs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range dirs {
+		got, err := os.ReadFile(filepath.Join(dir, "LICENSE"))
+		if err != nil {
+			t.Errorf("module %s: %v (copy the root's LICENSE there)", dir, err)
+		} else if string(got) != string(want) {
+			t.Errorf("module %s: LICENSE differs from the root's", dir)
+		}
+	}
 }
