@@ -44,7 +44,8 @@
 // those that [WithMethods] leaves out included. The interceptors
 // read the trailer grpc-retry-pushback-ms: a non-negative integer is the
 // least wait in milliseconds before the retry, a negative or malformed
-// value means "do not retry". They read
+// value means "do not retry", and so do several values in one trailer
+// (grpc-go does not retry then either). They read
 // google.rpc.RetryInfo from the status details the same way
 // (retry_delay is the least wait). A server's wait is capped by
 // [WithMaxServerDelay] (5 min by default: asking for more, or for more
