@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/retrykit/retry/retrygrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -262,5 +264,38 @@ func TestSeveralPushbackValuesNotRetried(t *testing.T) {
 				t.Fatalf("pushback %q, stream=%v: err = %v, want Unavailable marked as given up on", vals, stream, err)
 			}
 		}
+	}
+}
+
+// Item 5 where a stream fails to open (NewStream: no server listens) and a
+// unary call fails before any response: the context that ends in the first
+// wait (the Observer cancels as the loop announces the retry) gives
+// NewStream's error, and the call's, the context's end.
+func TestCancelDuringWaitWhenNoServer(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close() // nothing listens there now
+	for _, stream := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(t.Context())
+		p := retry.Policy{Initial: 10 * time.Second, MaxAttempts: 3, Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+			if e.Kind == retry.EventRetry {
+				cancel()
+			}
+		})}
+		cc, err := grpc.NewClient(addr, append(retrygrpc.DialOptions(p), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stream {
+			_, err = cc.NewStream(ctx, bidiDesc, methodBidi)
+		} else {
+			_, err = callUnary(ctx, cc, methodUnary)
+		}
+		cc.Close()
+		cancel()
+		checkEndedByContext(t, err, 1)
 	}
 }
