@@ -299,3 +299,34 @@ func TestCancelDuringWaitWhenNoServer(t *testing.T) {
 		checkEndedByContext(t, err, 1)
 	}
 }
+
+// Item 5 with a deadline: the caller's deadline passes after an attempt
+// that failed with UNAVAILABLE (an interceptor below the retrying one
+// holds the answer until then), before the wait. The call ends with the
+// context's end, as grpc-go's own retry reports it: DEADLINE_EXCEEDED,
+// matching context.DeadlineExceeded; with a plain policy and with an
+// Observer.
+func TestDeadlineAfterRetriedFailure(t *testing.T) {
+	for _, observed := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			p := retry.Policy{Initial: time.Second, MaxAttempts: 3}
+			if observed {
+				p.Observer = &events{}
+			}
+			hold := grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+				err := invoker(ctx, method, req, reply, cc, opts...)
+				<-ctx.Done() // the answer is in; the deadline passes
+				return err
+			})
+			cc := serveInBubble(t, alwaysUnavailable(), append(retrygrpc.DialOptions(p), hold)...)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			_, err := callUnary(ctx, cc, methodUnary)
+			var re *retry.Error
+			if !errors.Is(err, context.DeadlineExceeded) || status.Code(err) != codes.DeadlineExceeded ||
+				!errors.As(err, &re) || re.Attempts != 1 || status.Code(re.Err) != codes.Unavailable {
+				t.Fatalf("observer=%v: err = %v (status.Code %v): want DEADLINE_EXCEEDED, matching context.DeadlineExceeded, after 1 attempt answered UNAVAILABLE", observed, err, status.Code(err))
+			}
+		})
+	}
+}
