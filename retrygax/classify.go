@@ -126,3 +126,13 @@ func contextCause(err error) error {
 	}
 	return nil
 }
+
+// endedByContext returns the context error that ended the lower retry loop
+// whose *retry.Error err holds (Reason retry.ReasonContext), or nil.
+func endedByContext(err error) error {
+	var re *retry.Error
+	if errors.As(err, &re) && re.Reason == retry.ReasonContext {
+		return re.Cause
+	}
+	return nil
+}

@@ -82,7 +82,10 @@ import (
 // An attempt that ended with the call's context, and is not retried (the
 // context's error over REST; over gRPC, CANCELLED or DEADLINE_EXCEEDED,
 // which a Retryer cannot tell from a server's own), gives up with
-// ReasonContext and the context error as Cause, as in retry.Do. A
+// ReasonContext and the context error as Cause, as in retry.Do; so does
+// the error of a lower retrykit loop that the context ended (a
+// *retry.Error with ReasonContext: retrygrpc's interceptors give one when
+// the context ends in their wait), which is not retried either. A
 // context that had ended before the call still counts the first attempt
 // with the Budget and tells the Observer EventAttempt: WithPolicy is
 // applied before gax looks at the context. Without MaxElapsed, Elapsed is
@@ -222,6 +225,12 @@ func (r *retryer) Retry(err error) (time.Duration, bool) {
 	r.header = nil // grpc-go sets it only for an attempt that opened a stream
 	switch {
 	case v.exhausted && !p.RetryExhausted:
+		if cause := endedByContext(err); cause != nil {
+			// A lower loop that the call's context ended (retrygrpc's
+			// interceptors in their wait, say): as retry.Do, which looks at
+			// the context before the nesting rule, report the context.
+			return r.giveUpCause(err, retry.ReasonContext, cause, elapsed)
+		}
 		return r.giveUp(err, retry.ReasonExhausted, elapsed)
 	case !v.retry:
 		if cause := contextCause(err); cause != nil {

@@ -24,8 +24,9 @@ const (
 	HeaderPreviousAttempts = "grpc-previous-rpc-attempts"
 	// TrailerPushback is the trailer in which a server says how long to
 	// wait before retrying, in milliseconds; a negative or malformed value
-	// means "do not retry", which the interceptors pass on to enclosing
-	// retry layers by returning a *retry.Error.
+	// means "do not retry", and so does a trailer with more than one value
+	// (grpc-go does not retry it either), which the interceptors pass on
+	// to enclosing retry layers by returning a *retry.Error.
 	TrailerPushback = "grpc-retry-pushback-ms"
 )
 
@@ -46,6 +47,12 @@ type attemptError struct {
 	// local: grpc-go raised the error on the client, the request unsent
 	// (see sendTooLarge); it is no sign of an overloaded backend.
 	local bool
+	// retried: the code is one that the interceptor retries (WithCodes,
+	// or DEADLINE_EXCEEDED with an AttemptTimeout), whether or not the
+	// server's answer then refused the retry. When the caller's context
+	// ends after such an attempt, it is the context that ends the call
+	// (see contextError); after any other, the attempt's status stands.
+	retried bool
 }
 
 func (e *attemptError) Error() string { return e.err.Error() }
@@ -72,16 +79,24 @@ func sendTooLarge(st *status.Status) bool {
 // that the attempt received response headers, which commit the call (gRFC
 // A6: only an attempt that got none, a trailers-only response or no
 // response at all, may be retried).
+//
+// A retryable error is returned as such even when ctx has ended: the loop
+// then stops on the context by itself (retry.ReasonContext), and result
+// reports the context's end. A code that is not retried is not marked
+// permanent once ctx has ended either (it is then most likely grpc-go's
+// CANCELLED or DEADLINE_EXCEEDED for the context's end), so that the loop
+// reports ReasonContext too; its status stands (see result).
 func (c *config) classify(ctx context.Context, p *retry.Policy, err error, trailer metadata.MD, headers bool) error {
 	st, _ := status.FromError(err) // once: status.Code would convert it again
 	code := st.Code()
 	e := &attemptError{err: err, code: code}
-	if ctx.Err() != nil {
-		return e // the loop stops on the caller's context by itself
-	}
 	if !c.retriesCode(code) && !(code == codes.DeadlineExceeded && p.AttemptTimeout > 0) {
+		if ctx.Err() != nil {
+			return e // the loop stops on the caller's context by itself
+		}
 		return retry.Permanent(e)
 	}
+	e.retried = true
 	if sendTooLarge(st) {
 		// Every attempt would fail alike, and so would an enclosing
 		// layer's: no layer should retry it.
@@ -119,9 +134,14 @@ const maxDuration = time.Duration(1<<63 - 1)
 
 // serverDelay reads the server's wait from the pushback trailer and the
 // RetryInfo detail of st, the attempt's status, taking the larger when both
-// are there. stop reports a negative or malformed pushback.
+// are there. stop reports a negative or malformed pushback, or a trailer
+// with more than one pushback value, after which grpc-go's own retry does
+// not retry either.
 func serverDelay(st *status.Status, trailer metadata.MD) (d time.Duration, hint, stop bool) {
 	if v := trailer.Get(TrailerPushback); len(v) > 0 {
+		if len(v) > 1 {
+			return 0, false, true
+		}
 		pd, ok := ParsePushback(v[0])
 		if !ok {
 			return 0, false, true
@@ -195,36 +215,50 @@ func addJitter(d time.Duration) time.Duration {
 
 // result turns what retry.Do returned into the interceptor's error. When
 // the loop stopped after the first attempt without retrying anything
-// (status not retried, caller's context ended, an inner layer already gave
-// up), the attempt's own error is returned unchanged, exactly as without
-// the interceptor. Otherwise, and when the server's answer refused a retry
-// that the code allowed (a "do not retry" pushback, response headers), the
-// *retry.Error is returned: it wraps the last status (status.Code and
-// status.FromError see it) and tells enclosing retry loops (retry.Do,
-// retrygax, another interceptor) not to retry again.
+// (status not retried, an inner layer already gave up, the caller's context
+// ended that attempt), the attempt's own error is returned unchanged,
+// exactly as without the interceptor. When the caller's context ended the
+// call after an attempt that failed with a code that is retried (in the
+// wait before a retry, or before it began), or before any attempt was
+// sent, the error is a contextError: it matches the context's error and
+// has the context's status, as grpc-go's own retry reports it. Otherwise,
+// and when the server's answer refused a retry that the code allowed (a
+// "do not retry" pushback, response headers), the *retry.Error is
+// returned: it wraps the last status (status.Code and status.FromError see
+// it) and tells enclosing retry loops (retry.Do, retrygax, another
+// interceptor) not to retry again.
 func result(err error) error {
 	if err == nil {
 		return nil
 	}
 	var re *retry.Error
-	if !errors.As(err, &re) || re.Attempts != 1 {
+	if !errors.As(err, &re) {
+		return err
+	}
+	var ae *attemptError
+	sent := errors.As(re.Err, &ae)
+	if re.Reason == retry.ReasonContext && (!sent || ae.retried && ae.code != contextCode(re.Cause)) {
+		return &contextError{re: re}
+	}
+	if re.Attempts != 1 {
 		return err
 	}
 	switch re.Reason {
 	case retry.ReasonPermanent, retry.ReasonExhausted, retry.ReasonContext:
-		var ae *attemptError
-		if errors.As(re.Err, &ae) && !ae.refused {
+		if sent && !ae.refused {
 			return ae.err
 		}
 	}
 	return err
 }
 
-// refused reports whether err, a classified attempt error, is one whose
-// retry the server's answer refused (see attemptError.refused).
-func refused(err error) bool {
+// retriedCode reports whether err, a classified attempt error, has a code
+// that the interceptor retries (see attemptError.retried). An attempt that
+// failed with any other code ends the call with its status, which nothing
+// needs to hear of: not the loop, not the layers above.
+func retriedCode(err error) bool {
 	var ae *attemptError
-	return errors.As(err, &ae) && ae.refused
+	return errors.As(err, &ae) && ae.retried
 }
 
 // recordThrottle tells t the outcome of an attempt that t.Allow let

@@ -22,6 +22,19 @@
 // method). A stream commits at its response headers too, at its first
 // response message, and when grpc-go fails a SendMsg on the client.
 //
+// A request larger than the server's grpc.MaxRecvMsgSize (grpc-go's
+// default: 4 MiB) is retried, and every attempt repeats the failure: the
+// server refuses a unary request with RESOURCE_EXHAUSTED before the method
+// runs, trailers-only, and only the status message ("grpc: received
+// message larger than max") tells it from a server's own
+// RESOURCE_EXHAUSTED, with the same code, no headers, no details and no
+// trailer of its own (the interceptors do not match message text). Give
+// the client the server's limit as grpc.MaxCallSendMsgSize (a call option,
+// or grpc.WithDefaultCallOptions): grpc-go then refuses such a request on
+// the client, sending nothing, and that is not retried. (On a stream the
+// method runs: its RecvMsg gets the error, and the client sees what the
+// method returns.)
+//
 // That does not make every retried attempt one that the server did not
 // process. The client also reports UNAVAILABLE when the connection is lost
 // before any response headers arrive ("error reading from server: EOF"),
@@ -44,7 +57,8 @@
 // those that [WithMethods] leaves out included. The interceptors
 // read the trailer grpc-retry-pushback-ms: a non-negative integer is the
 // least wait in milliseconds before the retry, a negative or malformed
-// value means "do not retry". They read
+// value means "do not retry", and so do several values in one trailer
+// (grpc-go does not retry then either). They read
 // google.rpc.RetryInfo from the status details the same way
 // (retry_delay is the least wait). A server's wait is capped by
 // [WithMaxServerDelay] (5 min by default: asking for more, or for more

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -266,4 +267,13 @@ func withPushback(k int, v string) func(context.Context, int, string) (string, e
 		}
 		return in, nil
 	}
+}
+
+// countAttempts is a unary interceptor, chained below the retrying one,
+// that counts the attempts it makes in n.
+func countAttempts(n *atomic.Int32) grpc.DialOption {
+	return grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		n.Add(1)
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
 }

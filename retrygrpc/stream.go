@@ -69,7 +69,11 @@ import (
 // stream or of RecvMsg) gives a *retry.Error, as on unary calls, so that
 // enclosing retry loops do not retry it either. A stream whose context has
 // already ended is opened once, as without the interceptor, and grpc-go's
-// error returned unchanged.
+// error returned unchanged. A stream that the caller's context ends after
+// a failure that is retried (in the wait before a retry, or before it
+// began) fails, in NewStream or RecvMsg, as a unary call does: with an
+// error that matches the context's, whose status is CANCELLED or
+// DEADLINE_EXCEEDED, wrapping the *retry.Error.
 //
 // The loop is retry.Do's, started at the first failure with that failure
 // as its first attempt: MaxAttempts and MaxElapsed count from the start of
@@ -126,11 +130,12 @@ func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientIn
 		)
 		if t := p.Throttle; t != nil && !t.Allow() {
 			err, throttled = retry.ErrThrottled, true // not sent: not counted by the next HeaderPreviousAttempts
-		} else if err = s.open(actx, &s.first); err != nil && (ctx.Err() != nil || retry.IsPermanent(err) && !refused(err)) {
+		} else if err = s.open(actx, &s.first); err != nil && !retriedCode(err) {
 			// Not retried, and nothing for enclosing layers to learn:
 			// grpc-go's error unchanged. An error that the server's answer
 			// refused goes through episode, as in recv, and comes back as
-			// a *retry.Error.
+			// a *retry.Error; so does one after which the caller's context
+			// ended (the loop reports that end).
 			s.mu.Lock()
 			s.countFirstLocked()
 			s.mu.Unlock()
@@ -404,7 +409,10 @@ func (s *stream) episode(ferr error, throttled bool, probe func(*attempt) error)
 		opened  int    // attempts of this episode opened, and not abandoned
 		aborted bool   // the stream committed during the episode
 	)
-	err := retry.Do(s.ctx, pe, func(context.Context) error {
+	// The loop's first attempt is the one that failed (or that the
+	// Throttle rejected), already made: retry.Do must judge it, even when
+	// the caller's context has ended since (see loopContext).
+	err := retry.Do(&loopContext{Context: s.ctx}, pe, func(context.Context) error {
 		calls++
 		n := calls // the attempt, numbered as by retry.Do
 		if throttled {
@@ -700,7 +708,7 @@ func (s *stream) recv(m any) error {
 		return err
 	}
 	ferr := s.failed(a, err)
-	if s.ctx.Err() != nil || retry.IsPermanent(ferr) && !refused(ferr) {
+	if !retriedCode(ferr) {
 		s.commit()
 		return err
 	}
@@ -709,7 +717,8 @@ func (s *stream) recv(m any) error {
 		return err
 	}
 	// Retryable, or refused by the server: the loop retries the one and
-	// returns the other as a *retry.Error, for enclosing retry layers.
+	// returns the other as a *retry.Error, for enclosing retry layers (and
+	// reports a context that has ended since the failure).
 	var recvErr error
 	_, rerr := s.episode(ferr, false, func(a *attempt) error {
 		err := a.cs.RecvMsg(m)

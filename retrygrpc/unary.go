@@ -31,18 +31,27 @@ import (
 // retried either: every attempt would repeat it. A server's grpc-retry-pushback-ms trailer and
 // google.rpc.RetryInfo detail set the least wait (capped, see
 // WithMaxServerDelay, plus a jitter of up to min(1 s, 10%)); a wait that
-// would pass the context's deadline or p.MaxElapsed ends the call at once.
+// would pass the context's deadline or p.MaxElapsed ends the call at once;
+// a trailer with more than one pushback value is not retried, as grpc-go
+// does not retry it.
 // p.Retryable, when set, is consulted after these rules, which it cannot
 // widen.
 //
 // The error: the attempt's status error, unchanged, when the first
-// attempt's error itself ends the call (a code that is not retried, the
-// caller's context, an exhausted lower layer); otherwise a *retry.Error
-// wrapping the last attempt's status error, so that status.Code(err) is
-// the last attempt's code and enclosing retry loops (retry.Do, retrygax,
-// another interceptor) do not retry it again (when a Throttle rejected the
-// retries left, it still carries the status of the last attempt sent, and
-// errors.Is(err, retry.ErrThrottled) holds). That is the case after
+// attempt's error itself ends the call (a code that is not retried,
+// CANCELLED or DEADLINE_EXCEEDED from the caller's context included, an
+// exhausted lower layer). When the caller's context ends the call after an
+// attempt that failed with a code that is retried (in the wait before a
+// retry, or before it began), the error matches the context's error
+// (errors.Is(err, context.Canceled), or context.DeadlineExceeded) and its
+// status.Code is CANCELLED or DEADLINE_EXCEEDED, as grpc-go's own retry
+// reports it, whichever wait it ended in; it wraps a *retry.Error
+// (ReasonContext) whose Err is the last attempt's status error. Otherwise
+// it is a *retry.Error wrapping the last attempt's status error, so that
+// status.Code(err) is the last attempt's code and enclosing retry loops
+// (retry.Do, retrygax, another interceptor) do not retry it again (when a
+// Throttle rejected the retries left, it still carries the status of the
+// last attempt sent, and errors.Is(err, retry.ErrThrottled) holds). That is the case after
 // retries, when a limit of the loop refused the first retry (Budget,
 // deadline, MaxElapsed), and when the server's answer refused it: a "do
 // not retry" pushback, a wait beyond WithMaxServerDelay, or response
@@ -51,7 +60,11 @@ import (
 // calling the method. A call whose context has already ended is made once,
 // as without the interceptor (grpc-go fails it at once with CANCELLED or
 // DEADLINE_EXCEEDED), and its error returned unchanged; the loop, and with
-// it the Throttle, the Budget and the Observer, does not see it.
+// it the Throttle, the Budget and the Observer, does not see it. (With a
+// policy whose first attempt the loop makes, a context that ends between
+// the interceptor's look at it and the loop's ends the call in the loop,
+// before any attempt: the error is then the context's, as above, after 0
+// attempts, and the Observer is told EventDone of attempt 0.)
 //
 // Retries carry grpc-previous-rpc-attempts (HeaderPreviousAttempts); a
 // value in the caller's outgoing metadata (a proxy that forwards its
@@ -100,6 +113,7 @@ func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInte
 		}
 		var first error // the outcome of a first attempt made before retry.Do
 		n := 0
+		loop := ctx
 		if plain {
 			n = 1
 			if first = invoker(ctx, method, req, reply, cc, u.opts...); first == nil {
@@ -107,16 +121,12 @@ func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInte
 				unaryPool.Put(u)
 				return nil
 			}
-			if ctx.Err() != nil {
-				// retry.Do would stop before its first attempt and lose
-				// this error: return it as retry.Do's loop would.
-				u.reset()
-				unaryPool.Put(u)
-				return first
-			}
 			first = c.classify(ctx, &p, first, u.trailer, u.header != nil)
+			// The attempt was made: retry.Do must judge it, even when the
+			// context has ended since (see loopContext).
+			loop = &loopContext{Context: ctx}
 		}
-		err := retry.Do(ctx, p, func(actx context.Context) error {
+		err := retry.Do(loop, p, func(actx context.Context) error {
 			if first != nil {
 				err := first
 				first = nil

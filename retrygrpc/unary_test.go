@@ -635,12 +635,8 @@ func TestSaturatedServerDelayEndsTheCall(t *testing.T) {
 // error tells enclosing layers not to retry it either.
 func TestUnaryRequestTooLargeNotRetried(t *testing.T) {
 	var attempts atomic.Int32
-	count := grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		attempts.Add(1)
-		return invoker(ctx, method, req, reply, cc, opts...)
-	})
 	s := &echoServer{}
-	cc := serve(t, s, append(retrygrpc.DialOptions(fast), count)...)
+	cc := serve(t, s, append(retrygrpc.DialOptions(fast), countAttempts(&attempts))...)
 	_, err := callUnary(t.Context(), cc, methodUnary, grpc.MaxCallSendMsgSize(3))
 	if n := attempts.Load(); n != 1 || s.Calls(methodUnary) != 0 {
 		t.Fatalf("%d attempts, %d at the server, for a request that fails on the client; want 1 and 0 (err %v)", n, s.Calls(methodUnary), err)

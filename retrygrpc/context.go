@@ -1,0 +1,69 @@
+package retrygrpc
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+
+	"github.com/retrykit/retry"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// contextError is the interceptors' error for a call that the caller's
+// context ended after an attempt that failed with a code that is retried
+// (during the wait before the retry, or before that wait began), or before
+// the loop sent any attempt. As grpc-go's own retry reports such a call,
+// its status is CANCELLED or DEADLINE_EXCEEDED; errors.Is matches the
+// context's error; errors.As finds the *retry.Error (Reason
+// retry.ReasonContext), whose Err is the last attempt's status error and
+// which tells enclosing retry layers that a loop gave up.
+type contextError struct{ re *retry.Error }
+
+func (e *contextError) Error() string { return e.re.Error() }
+func (e *contextError) Unwrap() error { return e.re }
+
+// GRPCStatus returns the status that status.Code and status.FromError
+// see: the context's code, with the message of the *retry.Error.
+func (e *contextError) GRPCStatus() *status.Status {
+	return status.New(contextCode(e.re.Cause), e.re.Error())
+}
+
+// contextCode is the status code with which grpc-go ends a call whose
+// context ended with err: CANCELLED, DEADLINE_EXCEEDED, or UNKNOWN for an
+// error that is neither.
+func contextCode(err error) codes.Code {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		return codes.Canceled
+	}
+	return codes.Unknown
+}
+
+// loopContext is the caller's context as retry.Do sees it when the
+// interceptor has made the loop's first attempt itself (a unary call's
+// first attempt with a plain policy, a stream's failure before its
+// retries) and hands that attempt's error to the loop as the first call of
+// op. retry.Do looks at the context once before its first attempt, as it
+// must when it makes that attempt; here the attempt was made, and its
+// outcome, the context's end after it included, is the loop's to judge
+// like any attempt's. So the first call of Err, which is that look (made
+// on the goroutine that called retry.Do, before op is first called), is
+// answered nil; every later call, and everything else, is the caller's
+// context's. Without it, a context that ended between the interceptor's
+// look and retry.Do's made the loop give up "after 0 attempts", with no
+// status and, for the Observer, an EventDone of attempt 0, for a call
+// whose attempt the server had answered.
+type loopContext struct {
+	context.Context
+	looked atomic.Bool
+}
+
+func (c *loopContext) Err() error {
+	if !c.looked.Load() && c.looked.CompareAndSwap(false, true) {
+		return nil
+	}
+	return c.Context.Err()
+}
