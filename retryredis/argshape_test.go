@@ -82,12 +82,9 @@ func TestOptionShapesAfterLostReply(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				before, _ := srv.CommandCalls(tc.name)
-				px.arm(tc.name)
-				err := c.Do(ctx, tc.args...).Err()
-				after, _ := srv.CommandCalls(tc.name)
-				if after-before != 1 {
-					t.Errorf("the server ran it %d times; want 1", after-before)
+				var err error
+				if n := srv.CallsDuring(t, tc.name, func() { px.arm(tc.name); err = c.Do(ctx, tc.args...).Err() }); n != 1 {
+					t.Errorf("the server ran it %d times; want 1", n)
 				}
 				if msg := tc.check(); msg != "" {
 					t.Error(msg)
