@@ -180,22 +180,23 @@ func ReadOnly(server map[string]bool, name string) bool {
 // read-only commands, which ReadOnly falls back on.
 func BuiltinReadOnly() iter.Seq[string] { return maps.Keys(builtinReadOnly) }
 
-// lookup returns m[lower-case name]; the conversion is made in a buffer on
-// the stack, which the map index does not copy.
+// lookup returns m[name in ASCII lower case], as the server looks names
+// up; the conversion is made in a buffer on the stack for names of up to
+// 32 bytes, which the map index does not copy.
 func lookup(m map[string]bool, name string) (v, ok bool) {
 	var buf [32]byte
+	b := buf[:0]
 	if len(name) > len(buf) {
-		v, ok = m[strings.ToLower(name)]
-		return v, ok
+		b = make([]byte, 0, len(name))
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
 		}
-		buf[i] = c
+		b = append(b, c)
 	}
-	v, ok = m[string(buf[:len(name)])]
+	v, ok = m[string(b)]
 	return v, ok
 }
 

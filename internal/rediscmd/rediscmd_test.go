@@ -102,6 +102,10 @@ func TestReadOnly(t *testing.T) {
 		{nil, "my.module.read", false}, {server, "GET", false}, {server, "MY.MODULE.READ", true},
 		{server, "HGETALL", true}, // not in the server's table: the built-in one decides
 		{nil, strings.Repeat("x", 40), false},
+		// Longer than the stack buffer: still ASCII case only, as the
+		// server; the Kelvin sign (U+212A, 3 bytes) is not k.
+		{map[string]bool{strings.Repeat("k", 11): true}, strings.Repeat("\u212a", 11), false},
+		{map[string]bool{strings.Repeat("k", 40): true}, strings.Repeat("K", 40), true},
 	} {
 		if got := ReadOnly(c.server, c.name); got != c.want {
 			t.Errorf("ReadOnly(%v, %q) = %v; want %v", c.server, c.name, got, c.want)
