@@ -47,6 +47,18 @@
 // PEXPIRE, EXPIREAT, PEXPIREAT (not NX). Their effect is the same after one
 // run or several; the reply to a repeat can differ (DEL counts 0 keys,
 // HSET 0 new fields), and relative expiries restart from the repeat.
+// Arguments are read as the server reads them: each as go-redis writes it
+// (a []byte, *string, number, time.Time or encoding.BinaryMarshaler counts
+// as the bytes it puts on the wire; MarshalBinary is called again to find
+// out, and an argument whose MarshalBinary then fails counts as any
+// option), names and options in ASCII case only, and an option up to a
+// NUL byte ("NX\x00" is NX).
+//
+// A command with an argument of a type go-redis refuses to write (a
+// []string, a struct that is not an encoding.BinaryMarshaler) is never
+// written whole, so it is not retried: the call ends at its first attempt
+// with go-redis's error, matching ErrNotSent (in a plain pipeline after
+// other commands, which may have been written, ErrMaybeApplied).
 //
 // A pipeline or MULTI/EXEC transaction is repeated as a whole: when it was
 // not sent, or when every command in it (MULTI and EXEC aside) is safe. A

@@ -10,7 +10,9 @@ var (
 	// never reached the server: the connection could not be dialled, the
 	// pool had no connection in time, or the write of a single command
 	// failed before the server could have read all of it, at every attempt
-	// of the call. Such a command was not applied and may always be retried.
+	// of the call. Such a command was not applied and may always be retried
+	// (unless go-redis refused the type of one of its arguments, which no
+	// retry changes).
 	// A call whose last attempt was not sent but an earlier one may have
 	// been applied matches ErrMaybeApplied instead.
 	ErrNotSent = errors.New("retryredis: command was not sent")

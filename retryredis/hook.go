@@ -178,6 +178,12 @@ func (h *hook) judge(ctx context.Context, err error, cmd redis.Cmder, applied *b
 	}
 	ce := &CommandError{Command: cmd.Name(), Err: err, outcome: o, earlier: *applied}
 	if o == outcomeMaybeApplied {
+		if unwritable(cmd) {
+			// go-redis refused an argument's type: it never writes the
+			// command whole, at this attempt or any other.
+			ce.outcome = outcomeNotSent
+			return retry.Permanent(ce)
+		}
 		if !h.table.safe(ctx, cmd) {
 			return retry.Permanent(ce)
 		}
@@ -373,6 +379,18 @@ func (h *hook) judgePipeline(ctx context.Context, err error, cmds []redis.Cmder,
 	}
 	ce := &CommandError{Command: pipelineName(cmds), Err: err, outcome: o, earlier: *applied}
 	if o == outcomeMaybeApplied {
+		for i, c := range cmds {
+			if unwritable(c) {
+				// go-redis refused an argument's type: it never writes
+				// that command. The commands before it may have been
+				// written (the write buffer filled), unless they are a
+				// transaction's, which runs only at its EXEC.
+				if i == 0 || pipelineName(cmds) == "multi" {
+					ce.outcome = outcomeNotSent
+				}
+				return retry.Permanent(ce)
+			}
+		}
 		if !h.table.allSafe(ctx, cmds) {
 			return retry.Permanent(ce)
 		}

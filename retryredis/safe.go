@@ -90,7 +90,10 @@ func (t *commandTable) safe(ctx context.Context, cmd redis.Cmder) bool {
 	if markedSafe(ctx) {
 		return true
 	}
-	name := cmd.Name()
+	name, ok := wireName(cmd)
+	if !ok {
+		return false
+	}
 	if t.extra[name] {
 		return true
 	}
@@ -120,14 +123,4 @@ func (t *commandTable) allSafe(ctx context.Context, cmds []redis.Cmder) bool {
 		}
 	}
 	return true
-}
-
-// args adapts go-redis's arguments (the name first) to rediscmd.Args.
-type args []any
-
-func (a args) Len() int { return max(len(a)-1, 0) }
-
-func (a args) Arg(i int) (string, bool) {
-	s, ok := a[i+1].(string)
-	return s, ok
 }

@@ -30,9 +30,12 @@ func Refusal(msg string) bool {
 	return false
 }
 
-// Args gives a command's arguments after its name: Arg(i) is argument i
-// (0 = the first after the name) when it is a string, and ok false when it
-// is not (a number passed as such). Len is their number.
+// Args gives a command's arguments after its name as the server receives
+// them: Arg(i) is the bytes of argument i (0 = the first after the name),
+// with ok true, or ok false when they are not known (the caller could not
+// render the argument), which is taken to mean any word at all. Len is
+// their number. A client that writes other types than strings (numbers,
+// byte slices, pointers) renders each as the bytes it writes on the wire.
 type Args interface {
 	Len() int
 	Arg(i int) (s string, ok bool)
@@ -41,7 +44,8 @@ type Args interface {
 // Harmless reports whether the command (name in any case) changes nothing
 // on the server although its command table does not flag it read-only.
 func Harmless(name string) bool {
-	switch strings.ToUpper(name) {
+	var buf [maxName]byte
+	switch string(upper(&buf, name)) {
 	case "PING", "ECHO", "TIME", "INFO", "LASTSAVE":
 		return true
 	}
@@ -56,24 +60,28 @@ func Harmless(name string) bool {
 // SADD, SREM, ZADD (not INCR or NX), ZREM, PFADD, LSET, SETRANGE, PERSIST,
 // and EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT (not NX). The reply to a repeat
 // may differ (DEL then counts 0 keys, HSET 0 new fields); relative expiries
-// restart from the repeat. It is generic over the arguments' type so that
-// a caller's slice is not boxed into an interface (an allocation on every
-// command that asks).
+// restart from the repeat.
+//
+// It reads names and options as the server does: names whole and options
+// up to their first NUL byte (the server compares them as C strings, so
+// "NX\x00" is NX), both in ASCII case only; an argument that is not known
+// counts as any option. It allocates nothing, and is generic over the
+// arguments' type so that a caller's slice is not boxed into an interface.
 func IdempotentWrite[A Args](name string, a A) bool {
-	switch strings.ToUpper(name) {
+	var buf [maxName]byte
+	switch string(upper(&buf, name)) {
 	case "SETEX", "PSETEX", "MSET", "DEL", "UNLINK", "HSET", "HMSET", "HDEL", "SADD", "SREM",
 		"ZREM", "PFADD", "LSET", "SETRANGE", "PERSIST":
 		return true
 	case "SET": // SET key value [options]
 		for i := 2; i < a.Len(); i++ {
 			s, ok := a.Arg(i)
-			if !ok {
+			switch {
+			case !ok:
 				return false
-			}
-			switch strings.ToUpper(s) {
-			case "XX", "KEEPTTL":
-			case "EX", "PX", "EXAT", "PXAT":
-				i++ // the number
+			case option(s, "XX"), option(s, "KEEPTTL"):
+			case option(s, "EX"), option(s, "PX"), option(s, "EXAT"), option(s, "PXAT"):
+				i++ // the number, whatever it is
 			default:
 				return false
 			}
@@ -82,27 +90,66 @@ func IdempotentWrite[A Args](name string, a A) bool {
 	case "ZADD": // ZADD key [options] score member ...
 		for i := 1; i < a.Len(); i++ {
 			s, ok := a.Arg(i)
-			if !ok {
-				return true // the first score: options are over
-			}
-			switch strings.ToUpper(s) {
-			case "XX", "GT", "LT", "CH":
-			case "INCR", "NX":
+			switch {
+			case !ok, option(s, "INCR"), option(s, "NX"):
 				return false
+			case option(s, "XX"), option(s, "GT"), option(s, "LT"), option(s, "CH"):
 			default:
-				return true
+				return true // the first score: options are over
 			}
 		}
 		return true
 	case "EXPIRE", "PEXPIRE", "EXPIREAT", "PEXPIREAT": // EXPIRE key n [option]
 		for i := 2; i < a.Len(); i++ {
-			if s, ok := a.Arg(i); ok && strings.EqualFold(s, "NX") {
+			if s, ok := a.Arg(i); !ok || option(s, "NX") {
 				return false
 			}
 		}
 		return true
 	}
 	return false
+}
+
+// maxName is longer than every name Harmless and IdempotentWrite know.
+const maxName = 16
+
+// upper returns name in ASCII upper case, made in buf, or nil when name is
+// longer than buf (no name known here is). Switching on its conversion to
+// a string allocates nothing.
+func upper(buf *[maxName]byte, name string) []byte {
+	if len(name) > len(buf) {
+		return nil
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	return buf[:len(name)]
+}
+
+// option reports whether the server reads word as opt (in upper case): it
+// compares options as C strings, up to the first NUL byte, with ASCII
+// case folding (strcasecmp).
+func option(word, opt string) bool {
+	if i := strings.IndexByte(word, 0); i >= 0 {
+		word = word[:i]
+	}
+	if len(word) != len(opt) {
+		return false
+	}
+	for i := 0; i < len(word); i++ {
+		c := word[i]
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		if c != opt[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // Strings adapts the words of a command after its name to Args.
@@ -133,22 +180,23 @@ func ReadOnly(server map[string]bool, name string) bool {
 // read-only commands, which ReadOnly falls back on.
 func BuiltinReadOnly() iter.Seq[string] { return maps.Keys(builtinReadOnly) }
 
-// lookup returns m[lower-case name]; the conversion is made in a buffer on
-// the stack, which the map index does not copy.
+// lookup returns m[name in ASCII lower case], as the server looks names
+// up; the conversion is made in a buffer on the stack for names of up to
+// 32 bytes, which the map index does not copy.
 func lookup(m map[string]bool, name string) (v, ok bool) {
 	var buf [32]byte
+	b := buf[:0]
 	if len(name) > len(buf) {
-		v, ok = m[strings.ToLower(name)]
-		return v, ok
+		b = make([]byte, 0, len(name))
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
 		}
-		buf[i] = c
+		b = append(b, c)
 	}
-	v, ok = m[string(buf[:len(name)])]
+	v, ok = m[string(b)]
 	return v, ok
 }
 

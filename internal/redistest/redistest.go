@@ -250,6 +250,22 @@ func (s *Server) CommandCalls(cmd string) (int, error) {
 	return 0, nil
 }
 
+// CallsDuring returns how many times the server executed cmd (lower case)
+// while f ran, from CommandCalls before and after.
+func (s *Server) CallsDuring(tb testing.TB, cmd string, f func()) int {
+	tb.Helper()
+	before, err := s.CommandCalls(cmd)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f()
+	after, err := s.CommandCalls(cmd)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return after - before
+}
+
 // serverPID asks the server on addr for its process id (INFO server).
 func serverPID(addr string) (int, error) {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
