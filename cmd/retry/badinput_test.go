@@ -62,6 +62,7 @@ func TestHTTPBadInputCaughtUpFront(t *testing.T) {
 		{[]string{"http", "http://127.0.0.1:080080/"}, `"080080"`},
 		{[]string{"http", "-d", "@body.json", srv.URL}, "use --data-file body.json"}, // curl would read the file
 		{[]string{"http", "-d", "@", srv.URL}, "use --data-file FILE"},
+		{[]string{"http", "-d", "@-", srv.URL}, "use --data-file /dev/stdin"},                      // curl: standard input
 		{[]string{"http", "--idempotency-key", "", "-X", "POST", srv.URL}, `--idempotency-key ""`}, // no key at all
 		{[]string{"http", "--idempotency-key=", "-d", "x", srv.URL}, `--idempotency-key ""`},
 	} {

@@ -122,10 +122,14 @@ func (o *httpOptions) request(rawURL string) (*http.Request, error) {
 		return nil, usagef("-d and --data-file exclude each other")
 	}
 	if o.hasData && strings.HasPrefix(o.data, "@") {
-		// curl reads a file there; sending the name as the body would
-		// send what the user did not mean.
+		// curl reads a file there (@- standard input); sending the name as
+		// the body would send what the user did not mean.
+		file := cmp.Or(o.data[1:], "FILE")
+		if file == "-" {
+			file = "/dev/stdin"
+		}
 		return nil, usagef("-d %q: retry http sends -d as it is and reads no file: use --data-file %s (also for a body that starts with @)",
-			o.data, cmp.Or(o.data[1:], "FILE"))
+			o.data, file)
 	}
 	var body []byte
 	hasBody := false
