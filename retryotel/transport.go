@@ -27,12 +27,11 @@ const AttrResendCount = attribute.Key("http.request.resend_count")
 // the span in the request's context) with its own traceparent on the wire
 // and, on every request after the call's first, retries and the hops of
 // redirects that http.Client follows alike, http.request.resend_count = 1,
-// 2, … (a 503, its retry, a 302 and the redirected request: absent, 1,
-// 2). The policy is
-// instrumented as by Instrument(p, "http", opts...): a call that gives up
-// counts in retry.call.gave_up, including one that ends on a retryable
-// status after MaxAttempts (the last 503 is returned as a response with a
-// nil error; it counts with retry.reason = attempts).
+// 2, … (a 503, its retry, a 302 and the redirected request: absent, 1, 2).
+// The policy is instrumented as by Instrument(p, "http", opts...): a call
+// that gives up counts in retry.call.gave_up, including one that ends on a
+// retryable status after MaxAttempts (the last 503 is returned as a
+// response with a nil error; it counts with retry.reason = attempts).
 //
 // A nil base means http.DefaultTransport. Headers are injected with the
 // global text-map propagator as it is at each attempt (set one with
