@@ -32,7 +32,7 @@
 //
 //	retryhttp.Transport (Policy instrumented with operation "http")
 //	  └ otelhttp.Transport      one client span per attempt, traceparent injected
-//	      └ resend_count layer  sets http.request.resend_count on retries
+//	      └ resend_count layer  sets http.request.resend_count on resends
 //	          └ base            sends the attempt
 //
 // Retrying outside and instrumenting inside is what the OpenTelemetry HTTP
@@ -49,11 +49,18 @@
 // propagator as it is at that attempt (otel.GetTextMapPropagator; with propagation.TraceContext, a
 // traceparent per attempt, W3C Trace Context), and every retry carries
 // retryhttp.HeaderAttempt (Retry-Attempt: 2 on the first retry). The
-// attempt span of a retry has http.request.resend_count = attempt − 1 (1 on
-// the first retry), read from that header, as the stable HTTP semantic
-// conventions define it; the first attempt's span does not have it (the
-// retryhttp.Transport sends a first attempt without a Retry-Attempt header,
-// even one the caller's request had).
+// attempt span of a request after the call's first has
+// http.request.resend_count, the number of requests sent before it for
+// the call, as the stable HTTP semantic conventions define it ("for any
+// reason, including redirects"): attempt − 1 on a retry, read from that
+// header, plus every request of the earlier hops when http.Client
+// follows a redirect (it does so above the transport, and each hop's
+// request links, through its Response field, to the redirect response
+// that caused it, whose Retry-Attempt header counts that hop's attempts).
+// So a 503, its retry, a 302 and the redirected request have absent, 1, 2.
+// The first request's span does not have it (the retryhttp.Transport
+// sends a first attempt without a Retry-Attempt header, even one the
+// caller's request had).
 //
 // What counts as an attempt: every attempt of the retry loop, so
 // retry.call.attempts also counts the attempts that never reached the

@@ -15,19 +15,23 @@ import (
 )
 
 // AttrResendCount is the attribute of the stable HTTP semantic conventions
-// that numbers the resends of a request: 1 on the first retry. It is set
-// on the attempt spans of [NewTransport], never on a first attempt.
+// that numbers the resends of a request, for any reason, redirects
+// included: 1 on the first retry or on the first hop after a redirect. It
+// is set on the attempt spans of [NewTransport], never on the first
+// request of a call.
 const AttrResendCount = attribute.Key("http.request.resend_count")
 
 // NewTransport returns an http.RoundTripper that retries like a
 // retryhttp.Transport with policy p over base, and sends each attempt
 // through otelhttp so that every attempt is its own client span (a child of
 // the span in the request's context) with its own traceparent on the wire
-// and, on a retry, http.request.resend_count = 1, 2, …. The policy is
-// instrumented as by Instrument(p, "http", opts...): a call that gives up
-// counts in retry.call.gave_up, including one that ends on a retryable
-// status after MaxAttempts (the last 503 is returned as a response with a
-// nil error; it counts with retry.reason = attempts).
+// and, on every request after the call's first, retries and the hops of
+// redirects that http.Client follows alike, http.request.resend_count = 1,
+// 2, … (a 503, its retry, a 302 and the redirected request: absent, 1, 2).
+// The policy is instrumented as by Instrument(p, "http", opts...): a call
+// that gives up counts in retry.call.gave_up, including one that ends on a
+// retryable status after MaxAttempts (the last 503 is returned as a
+// response with a nil error; it counts with retry.reason = attempts).
 //
 // A nil base means http.DefaultTransport. Headers are injected with the
 // global text-map propagator as it is at each attempt (set one with
@@ -106,15 +110,49 @@ func (globalPropagator) Fields() []string {
 }
 
 // resendCounter sits under otelhttp, whose attempt span is in the request's
-// context: it sets http.request.resend_count from the attempt number that
-// retryhttp puts in the Retry-Attempt header of every retry.
+// context: it sets http.request.resend_count to the number of requests
+// sent before this one for the same call, as the semantic conventions
+// count resends "for any reason, including redirects". Those are the
+// earlier attempts of this hop (retryhttp's Retry-Attempt header on the
+// request, 2 on the first retry) and every request of the earlier hops
+// of a redirect chain (see sentBefore).
 type resendCounter struct{ base http.RoundTripper }
 
 func (r resendCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	n := sentBefore(req)
 	if v := req.Header.Get(retryhttp.HeaderAttempt); v != "" {
-		if n, err := strconv.Atoi(v); err == nil && n > 1 {
-			trace.SpanFromContext(req.Context()).SetAttributes(AttrResendCount.Int(n - 1))
+		if a, err := strconv.Atoi(v); err == nil && a > 1 {
+			n += a - 1
 		}
 	}
-	return r.base.RoundTrip(req)
+	if n > 0 {
+		trace.SpanFromContext(req.Context()).SetAttributes(AttrResendCount.Int(n))
+	}
+	resp, err := r.base.RoundTrip(req)
+	if resp != nil && resp.Request == nil {
+		// The link sentBefore follows to the hops before this one, which
+		// http.Transport sets and a custom base may not.
+		resp.Request = req
+	}
+	return resp, err
+}
+
+// sentBefore returns how many requests were sent for the hops of a
+// redirect chain before req's. http.Client follows redirects above the
+// transport, making each hop a new request whose Response field is the
+// redirect response that caused it; that response's Request is the
+// request of the hop before (set by http.Transport, or by resendCounter),
+// and its Retry-Attempt header, which retryhttp.Transport sets on a
+// response after more than one attempt, counts the requests sent for
+// that hop (retryhttp.Attempts: 1 without it). A first hop has no
+// Response: 0.
+func sentBefore(req *http.Request) int {
+	n := 0
+	for resp := req.Response; resp != nil; resp = resp.Request.Response {
+		n += retryhttp.Attempts(resp)
+		if resp.Request == nil {
+			break
+		}
+	}
+	return n
 }

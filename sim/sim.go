@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -298,8 +299,8 @@ func (s *Scenario) resolve() error {
 		s.MaxMemory = DefaultMaxMemory
 	}
 	if n := float64(s.Clients) * float64(s.Trials); n > MaxRequests {
-		return bad("%d clients in %d trials would send at least %.3g requests, over MaxRequests (%.0e)",
-			s.Clients, s.Trials, n, MaxRequests)
+		return bad("%d clients in %s would send at least %.3g requests, over MaxRequests (%.0e)",
+			s.Clients, trials(s.Trials), n, MaxRequests)
 	}
 	// A budget that can grant only so many retries over the whole run
 	// bounds its work by itself (see budgetGrants); otherwise the clients
@@ -314,14 +315,14 @@ func (s *Scenario) resolve() error {
 				budget = fmt.Sprintf(" (the retry budget could grant %.3g retries per trial, too many to rely on it to stop them)", s.budgetGrants())
 			}
 			if s.maxWait() <= 0 {
-				return bad("the clients "+would+" %.3g requests in %d trials while the server cannot take them "+
+				return bad("the clients "+would+" %.3g requests in %s while the server cannot take them "+
 					"(the Outage, or Capacity per Slot), over MaxRequests (%.0e)%s: with Policy.Initial retry.Immediate (no waits) "+
 					"and a retry budget each refused client sends all its attempts at one instant, one by one; "+
-					"limit MaxAttempts or set RetryAfter", n, s.Trials, MaxRequests, budget)
+					"limit MaxAttempts or set RetryAfter", n, trials(s.Trials), MaxRequests, budget)
 			}
-			return bad("the clients "+would+" %.3g requests in %d trials while the server cannot take them "+
+			return bad("the clients "+would+" %.3g requests in %s while the server cannot take them "+
 				"(the Outage, or Capacity per Slot), over MaxRequests (%.0e)%s: waits of at most Policy.MaxDelay %v are "+
-				"too short; lengthen them or limit Policy.MaxAttempts or MaxElapsed", n, s.Trials, MaxRequests, budget, s.maxWait())
+				"too short; lengthen them or limit Policy.MaxAttempts or MaxElapsed", n, trials(s.Trials), MaxRequests, budget, s.maxWait())
 		}
 	}
 	if need := s.memory(); s.MaxMemory > 0 && need > s.MaxMemory {
@@ -350,6 +351,14 @@ func (s *Scenario) resolve() error {
 // end. It does not call Progress. The zero Scenario is refused: Clients
 // is required.
 func (s Scenario) Validate() error { return s.resolve() }
+
+// trials is "1 trial" or "n trials", for messages.
+func trials(n int) string {
+	if n == 1 {
+		return "1 trial"
+	}
+	return strconv.Itoa(n) + " trials"
+}
 
 // Run simulates s and returns its Result. It is deterministic: the same
 // Scenario gives the same Result. It returns the error Validate returns for

@@ -60,6 +60,11 @@ func TestHTTPBadInputCaughtUpFront(t *testing.T) {
 		{[]string{"http", "-X", "POST", "--idempotency-key", "a\x01b", srv.URL}, "--idempotency-key"},
 		{[]string{"http", "http://127.0.0.1:99999/"}, `"99999"`},
 		{[]string{"http", "http://127.0.0.1:080080/"}, `"080080"`},
+		{[]string{"http", "-d", "@body.json", srv.URL}, "use --data-file body.json"}, // curl would read the file
+		{[]string{"http", "-d", "@", srv.URL}, "use --data-file FILE"},
+		{[]string{"http", "-d", "@-", srv.URL}, "use --data-file /dev/stdin"},                      // curl: standard input
+		{[]string{"http", "--idempotency-key", "", "-X", "POST", srv.URL}, `--idempotency-key ""`}, // no key at all
+		{[]string{"http", "--idempotency-key=", "-d", "x", srv.URL}, `--idempotency-key ""`},
 	} {
 		r := runRetry(t, "", args(fast, c.args)...)
 		if r.code != 125 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, c.want) {

@@ -379,6 +379,11 @@ func TestBadInput(t *testing.T) {
 		{[]string{"simulate", "--initial", "5s", "--max-delay", "1s"}, "--max-delay 1s"},
 		{[]string{"schedule", "extra"}, `unexpected argument "extra"`},
 		{[]string{"simulate", "extra"}, `unexpected argument "extra"`},
+		{[]string{"--version", "extra"}, "--version takes no arguments"},
+		{[]string{"--version", "--", "true"}, "--version takes no arguments"},
+		{[]string{"--multiplier", "Inf", "--", "true"}, "--multiplier +Inf"},
+		{[]string{"schedule", "--multiplier", "+inf"}, "--multiplier +Inf"},
+		{[]string{"simulate", "--multiplier", "Inf"}, "--multiplier +Inf"},
 	} {
 		r := runRetry(t, "", c.args...)
 		if r.code != 125 || r.stdout != "" || strings.Count(r.stderr, "\n") != 1 ||

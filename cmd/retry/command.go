@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -171,7 +172,7 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 			if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) || args[0] == "" {
 				last = exitNotFound
 			}
-			return retry.Permanent(&exitError{code: last, msg: err.Error()})
+			return retry.Permanent(&exitError{code: last, msg: startError(args[0], err)})
 		}
 		// --attempt-timeout: stop the command's whole process group when
 		// its attempt's deadline passes (SIGTERM, then SIGKILL after a grace
@@ -248,51 +249,95 @@ func runCommand(ctx context.Context, p retry.Policy, pf *policyFlags, codes map[
 		return &cmdStatus{code: last}
 	})
 	rep.endWait()
+	elapsed := time.Since(start).Milliseconds()
 	if err == nil {
 		if attempt > 1 {
-			rep.infof("attempt %d succeeded", attempt)
+			rep.result(slog.LevelDebug, fmt.Sprintf("attempt %d succeeded", attempt), "succeeded",
+				"attempts", attempt, "elapsed_ms", elapsed, "exit_code", 0)
 		}
 		return nil
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
-		return &exitError{code: ee.code, msg: strings.TrimPrefix(ee.msg, "exec: ")}
+		msg := "cannot run the command"
+		if ee.code != exitNotFound && ee.code != exitNotExec {
+			msg = "the command could not be waited for"
+		}
+		return rep.fail(ee.code, ee.msg, msg, "command", args[0], "error", ee.msg, "attempts", attempt, "elapsed_ms", elapsed)
+	}
+	exit := last
+	if last == 0 && lastTimedOut {
+		// The last attempt timed out, and its command exited 0 on the
+		// SIGTERM: report the SIGTERM, which it would have died of.
+		exit = 128 + int(syscall.SIGTERM)
 	}
 	st.mu.Lock()
 	sig, duringRun := st.sig, st.duringRun
 	st.mu.Unlock()
 	if sig != nil && !duringRun {
 		code := 128 + int(sig.(syscall.Signal)) // exitSIGINT, exitSIGTERM, or 129 for SIGHUP
-		rep.noticef("interrupted by %v while waiting; not retrying", sig)
+		name := signalName(sig)
+		rep.result(slog.LevelInfo, fmt.Sprintf("interrupted by %s while waiting; not retrying", name), "interrupted",
+			"signal", name, "attempts", attempt, "elapsed_ms", elapsed, "exit_code", code)
 		return &exitError{code: code}
 	}
 	var re *retry.Error
 	if interrupted != nil && sig == nil {
-		name := "SIGINT"
-		if interrupted == syscall.SIGQUIT {
-			name = "SIGQUIT"
-		}
-		rep.noticef("attempt %d was interrupted by %s; not retrying", attempt, name)
+		name := signalName(interrupted)
+		rep.result(slog.LevelInfo, fmt.Sprintf("attempt %d was interrupted by %s; not retrying", attempt, name), "interrupted",
+			"signal", name, "attempts", attempt, "elapsed_ms", elapsed, "exit_code", exit)
 	} else if errors.As(err, &re) && sig == nil {
-		if re.Reason == retry.ReasonPermanent {
-			rep.noticef("attempt %d failed (exit %d), not a retryable exit code; giving up", re.Attempts, last)
-		} else {
-			how := fmt.Sprintf("exit %d", last)
-			if lastTimedOut {
-				how = fmt.Sprintf("timed out after %s, exit %d", p.AttemptTimeout, last)
-			} else if notStarted {
-				how = errNotStarted.Error()
-			}
-			rep.noticef("giving up after %s in %s (%s); last attempt: %s", plural(re.Attempts, "attempt"), fmtWait(time.Since(start)), re.Reason, how)
+		how := fmt.Sprintf("exit %d", last)
+		if lastTimedOut {
+			how = fmt.Sprintf("timed out after %s, exit %d", p.AttemptTimeout, last)
+		} else if notStarted {
+			how = errNotStarted.Error()
 		}
+		text := fmt.Sprintf("giving up after %s in %s (%s); last attempt: %s", plural(re.Attempts, "attempt"), fmtWait(time.Since(start)), re.Reason, how)
+		if re.Reason == retry.ReasonPermanent {
+			text = fmt.Sprintf("attempt %d failed (exit %d), not a retryable exit code; giving up", re.Attempts, last)
+		}
+		rep.result(slog.LevelInfo, text, "giving up", "attempts", re.Attempts, "elapsed_ms", elapsed,
+			"reason", re.Reason.String(), "exit_code", exit, "last_attempt", how)
 	}
-	if last == 0 && lastTimedOut {
-		// The last attempt timed out, and its command exited 0 on the
-		// SIGTERM: report the SIGTERM, which it would have died of.
-		return &exitError{code: 128 + int(syscall.SIGTERM)}
-	}
-	if last == 0 { // the command succeeded at last despite a signal
+	if exit == 0 { // the command succeeded at last despite a signal
 		return nil
 	}
-	return &exitError{code: last}
+	return &exitError{code: exit}
+}
+
+// signalName is the conventional name of a signal retry handles ("SIGINT"),
+// where Go's String says "interrupt".
+func signalName(s os.Signal) string {
+	switch s {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGQUIT:
+		return "SIGQUIT"
+	}
+	return s.String()
+}
+
+// startError words the error of a command that could not be started as a
+// shell does: the command and why, without Go's "fork/exec" or "exec:".
+func startError(name string, err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Path + ": " + pe.Err.Error()
+	}
+	if name == "" {
+		name = `""`
+	}
+	if errors.Is(err, exec.ErrNotFound) {
+		return name + ": command not found"
+	}
+	var xe *exec.Error
+	if errors.As(err, &xe) {
+		return name + ": " + xe.Err.Error()
+	}
+	return err.Error()
 }

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -26,7 +28,7 @@ import (
 // httpOptions holds the flags of `retry http`.
 type httpOptions struct {
 	method, data, dataFile, key, out string
-	hasData                          bool // -d given, even empty
+	hasData, keyGiven                bool // -d, --idempotency-key given, even empty
 	headers                          []string
 }
 
@@ -48,6 +50,10 @@ response headers have not arrived by then is cancelled and retried, and the body
 the response that is printed must have arrived completely within the same limit,
 counted from the start of its attempt, or retry http stops reading and exits 7
 (what arrived stays written; it is not retried, as part of it may be printed).
+
+-d DATA is the body as given; a DATA that starts with @, which names a file in curl,
+is refused (bad input): give the file with --data-file FILE. --idempotency-key ''
+is refused too (an empty key is none).
 
 -o FILE is opened before the first request: a file that cannot be written is bad
 input, and nothing is sent. It is truncated and written when a response arrives
@@ -78,7 +84,7 @@ ended early, 1 when the body could not be written (-o FILE or stdout),
 	f := cmd.Flags()
 	f.StringVarP(&o.method, "request", "X", "", "request method (default GET, or POST with -d/--data-file)")
 	f.StringArrayVarP(&o.headers, "header", "H", nil, "request header 'Name: value' (repeatable)")
-	f.StringVarP(&o.data, "data", "d", "", "request body")
+	f.StringVarP(&o.data, "data", "d", "", "request body, sent as given; one that starts with @ is refused (curl reads a file there: use --data-file)")
 	f.StringVar(&o.dataFile, "data-file", "", "read the request body from this file")
 	f.StringVar(&o.key, "idempotency-key", "", "send Idempotency-Key: KEY so that POST/PATCH may be retried; auto generates a UUIDv4")
 	f.StringVarP(&o.out, "output", "o", "", "write the response body to this file instead of stdout")
@@ -87,7 +93,7 @@ ended early, 1 when the body could not be written (-o FILE or stdout),
 		if err != nil {
 			return err
 		}
-		o.hasData = cmd.Flags().Changed("data")
+		o.hasData, o.keyGiven = cmd.Flags().Changed("data"), cmd.Flags().Changed("idempotency-key")
 		req, err := o.request(args[0])
 		if err != nil {
 			return err
@@ -114,6 +120,16 @@ func (o *httpOptions) request(rawURL string) (*http.Request, error) {
 	}
 	if o.hasData && o.dataFile != "" {
 		return nil, usagef("-d and --data-file exclude each other")
+	}
+	if o.hasData && strings.HasPrefix(o.data, "@") {
+		// curl reads a file there (@- standard input); sending the name as
+		// the body would send what the user did not mean.
+		file := cmp.Or(o.data[1:], "FILE")
+		if file == "-" {
+			file = "/dev/stdin"
+		}
+		return nil, usagef("-d %q: retry http sends -d as it is and reads no file: use --data-file %s (also for a body that starts with @)",
+			o.data, file)
 	}
 	var body []byte
 	hasBody := false
@@ -163,6 +179,9 @@ func (o *httpOptions) request(rawURL string) (*http.Request, error) {
 	}
 	if hasBody && req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded") // as curl -d does
+	}
+	if o.keyGiven && o.key == "" {
+		return nil, usagef("--idempotency-key \"\": an empty key is no key; give one, or auto for a random one")
 	}
 	if !validHeaderValue(o.key) {
 		return nil, usagef("--idempotency-key %q: the key holds a control character", o.key)
@@ -302,14 +321,22 @@ func doHTTP(ctx context.Context, p retry.Policy, pf *policyFlags, req *http.Requ
 	defer cancel()
 	ctx, signalled, stopSignals := interruptible(ctx)
 	defer stopSignals()
+	var start time.Time // set as the request is sent
+	elapsed := func() int64 { return time.Since(start).Milliseconds() }
 	interrupted := func() error {
 		code := signalled()
 		if code == 0 {
 			return nil
 		}
-		rep.noticef("interrupted; not retrying")
+		name := "SIGINT"
+		if code == exitSIGTERM {
+			name = "SIGTERM"
+		}
+		rep.result(slog.LevelInfo, "interrupted by "+name+"; not retrying", "interrupted",
+			"signal", name, "elapsed_ms", elapsed(), "exit_code", code)
 		return &exitError{code: code}
 	}
+	target := req.URL.Redacted()
 
 	rep.failure = failure
 	p.Observer = rep
@@ -320,7 +347,7 @@ func doHTTP(ctx context.Context, p retry.Policy, pf *policyFlags, req *http.Requ
 	}
 	clock := &attemptClock{base: http.DefaultTransport}
 	client := &http.Client{Transport: &retryhttp.Transport{Base: clock, Policy: p}}
-	start := time.Now()
+	start = time.Now()
 	resp, err := client.Do(req.WithContext(ctx))
 	rep.endWait()
 	if err != nil {
@@ -330,12 +357,17 @@ func doHTTP(ctx context.Context, p retry.Policy, pf *policyFlags, req *http.Requ
 		if e := interrupted(); e != nil {
 			return e
 		}
-		why := failure(err)
+		cause := failure(err)
+		why := cause
+		fields := []any{"method", req.Method, "url", target}
 		var re *retry.Error
 		if errors.As(err, &re) && re.Err != nil {
-			why = fmt.Sprintf("no response after %s in %s: %s", plural(re.Attempts, "attempt"), fmtWait(time.Since(start)), failure(re.Err))
+			cause = failure(re.Err)
+			why = fmt.Sprintf("no response after %s in %s: %s", plural(re.Attempts, "attempt"), fmtWait(time.Since(start)), cause)
+			fields = append(fields, "attempts", re.Attempts, "reason", re.Reason.String())
 		}
-		return &exitError{code: exitTransport, msg: fmt.Sprintf("%s %s: %s", req.Method, req.URL.Redacted(), why)}
+		fields = append(fields, "elapsed_ms", elapsed(), "error", cause)
+		return rep.fail(exitTransport, fmt.Sprintf("%s %s: %s", req.Method, target, why), "no response", fields...)
 	}
 	defer resp.Body.Close()
 	attempts := retryhttp.Attempts(resp)
@@ -360,7 +392,7 @@ func doHTTP(ctx context.Context, p retry.Policy, pf *policyFlags, req *http.Requ
 	case file != nil:
 		if err := file.truncate(); err != nil {
 			file.f.Close()
-			return &exitError{code: 1, msg: fmt.Sprintf("-o %q: %v", out, err)}
+			return rep.fail(1, fmt.Sprintf("-o %q: %v", out, err), "cannot write the output file", "file", out, "error", err.Error())
 		}
 		w = file.f
 	case isTerminal(stdout):
@@ -384,7 +416,7 @@ func doHTTP(ctx context.Context, p retry.Policy, pf *policyFlags, req *http.Requ
 	}
 	if file != nil {
 		if err := file.f.Close(); err != nil && copyErr == nil {
-			return &exitError{code: 1, msg: fmt.Sprintf("-o %q: %v", out, err)}
+			return rep.fail(1, fmt.Sprintf("-o %q: %v", out, err), "cannot write the output file", "file", out, "error", err.Error())
 		}
 	}
 	if dst.err != nil {
@@ -394,8 +426,9 @@ func doHTTP(ctx context.Context, p retry.Policy, pf *policyFlags, req *http.Requ
 		if file != nil {
 			where = fmt.Sprintf("-o %q", out)
 		}
-		return &exitError{code: 1, msg: fmt.Sprintf("%s %s: writing the body to %s: %v (%d bytes written)",
-			req.Method, req.URL.Redacted(), where, dst.err, n)}
+		return rep.fail(1, fmt.Sprintf("%s %s: writing the body to %s: %v (%d bytes written)", req.Method, target, where, dst.err, n),
+			"cannot write the body", "method", req.Method, "url", target, "status", resp.StatusCode, "attempts", attempts,
+			"output", where, "error", dst.err.Error(), "bytes", n)
 	}
 	if copyErr != nil {
 		if e := interrupted(); e != nil {
@@ -405,16 +438,28 @@ func doHTTP(ctx context.Context, p retry.Policy, pf *policyFlags, req *http.Requ
 		if bodyTimedOut.Load() {
 			why = fmt.Sprintf("--attempt-timeout %s passed", p.AttemptTimeout)
 		}
-		return &exitError{code: exitTransport, msg: fmt.Sprintf("%s %s: %s %s: reading the body: %s (%d bytes written)",
-			req.Method, req.URL.Redacted(), resp.Proto, resp.Status, why, n)}
+		return rep.fail(exitTransport, fmt.Sprintf("%s %s: %s %s: reading the body: %s (%d bytes written)",
+			req.Method, target, resp.Proto, resp.Status, why, n),
+			"incomplete body", "method", req.Method, "url", target, "status", resp.StatusCode, "attempts", attempts,
+			"elapsed_ms", elapsed(), "error", why, "bytes", n)
 	}
-	rep.noticef("%s %s (%s in %s)", resp.Proto, resp.Status, plural(attempts, "attempt"), fmtWait(time.Since(start)))
+	exit := 0
+	if resp.StatusCode >= 400 {
+		exit = exitHTTPStatus
+	}
+	fields := []any{"method", req.Method, "url", target, "status", resp.StatusCode, "status_line", resp.Proto + " " + resp.Status,
+		"attempts", attempts, "elapsed_ms", elapsed()}
+	if r := rep.lastReason(); r != 0 {
+		fields = append(fields, "reason", r.String())
+	}
+	rep.result(slog.LevelInfo, fmt.Sprintf("%s %s (%s in %s)", resp.Proto, resp.Status, plural(attempts, "attempt"), fmtWait(time.Since(start))),
+		"response", append(fields, "exit_code", exit)...)
 	if attempts == 1 && retryhttp.DefaultRetryStatus(resp.StatusCode) && !idempotentMethod(req.Method) &&
 		!hasIdempotencyKey(req.Header) {
 		rep.infof("not retried: %s without an idempotency key may have been processed (--idempotency-key KEY or auto allows retries)", req.Method)
 	}
-	if resp.StatusCode >= 400 {
-		return &exitError{code: exitHTTPStatus}
+	if exit != 0 {
+		return &exitError{code: exit}
 	}
 	return nil
 }

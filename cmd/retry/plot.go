@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -104,6 +105,22 @@ func plotFormat(path string) string {
 
 // writePlotTo is writePlot to w, in format ("png" or "svg").
 func writePlotTo(w io.Writer, format, title string, res []strategyResult) error {
+	p, err := newPlot(title, res)
+	if err != nil {
+		return err
+	}
+	wt, err := p.WriterTo(9*vg.Inch, 4.5*vg.Inch, format)
+	if err != nil {
+		return fmt.Errorf("simulate: plot: %w", err)
+	}
+	if _, err := wt.WriteTo(w); err != nil {
+		return fmt.Errorf("simulate: plot: %w", err)
+	}
+	return nil
+}
+
+// newPlot draws the chart of writePlot.
+func newPlot(title string, res []strategyResult) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = title
 	slot := res[0].Result.Slot
@@ -121,7 +138,7 @@ func writePlotTo(w io.Writer, format, title string, res []strategyResult) error 
 		}
 		l, err := plotter.NewLine(pts)
 		if err != nil {
-			return fmt.Errorf("simulate: plot: %w", err)
+			return nil, fmt.Errorf("simulate: plot: %w", err)
 		}
 		l.Color = strategyColors[i%len(strategyColors)]
 		l.Width = vg.Points(1.2)
@@ -131,7 +148,7 @@ func writePlotTo(w io.Writer, format, title string, res []strategyResult) error 
 	if c := res[0].Result.Capacity; c > 0 && longest > 0 {
 		cl, err := plotter.NewLine(plotter.XYs{{X: 0, Y: float64(c)}, {X: float64(longest) * slot.Seconds(), Y: float64(c)}})
 		if err != nil {
-			return fmt.Errorf("simulate: plot: %w", err)
+			return nil, fmt.Errorf("simulate: plot: %w", err)
 		}
 		cl.Color = color.Black
 		cl.Width = vg.Points(1)
@@ -143,24 +160,45 @@ func writePlotTo(w io.Writer, format, title string, res []strategyResult) error 
 	// it: a log scale shows both. Empty slots are drawn at 1, the bottom.
 	if logY {
 		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 		p.Y.Label.Text += " (log scale)"
 		p.Y.Min = 1
 	} else {
 		p.Y.Min = 0
 	}
+	// The axis ends above the highest point (p.Y.Max, from the data), at a
+	// labelled value, so that no curve runs along the top edge, clipped.
+	p.Y.Max, p.Y.Tick.Marker = yAxis(p.Y.Max, logY)
 	p.Legend.Top = true
 	p.Legend.XOffs = -vg.Points(6)
 	p.Legend.TextStyle.Font.Size = vg.Points(11)
 	p.Legend.Padding = vg.Points(2)
-	wt, err := p.WriterTo(9*vg.Inch, 4.5*vg.Inch, format)
-	if err != nil {
-		return fmt.Errorf("simulate: plot: %w", err)
+	return p, nil
+}
+
+// yAxis returns the top of a y axis whose highest point is peak, and its
+// ticks: on a log scale the next power of ten above the peak, where
+// LogTicks puts its labels; on a linear one the first multiple of a round
+// step (1, 2 or 5 times a power of ten, at least 1: requests are whole) at
+// least 5 % above the peak, with a label at every step.
+func yAxis(peak float64, logY bool) (float64, plot.Ticker) {
+	if logY {
+		return math.Pow(10, math.Floor(math.Log10(max(peak, 1)))+1), plot.LogTicks{Prec: -1}
 	}
-	if _, err := wt.WriteTo(w); err != nil {
-		return fmt.Errorf("simulate: plot: %w", err)
+	peak = max(peak, 1)
+	step := math.Pow(10, math.Floor(math.Log10(peak)))
+	for _, f := range []float64{0.1, 0.2, 0.5} {
+		if peak/(step*f) <= 10 {
+			step *= f
+			break
+		}
 	}
-	return nil
+	step = max(step, 1)
+	top := math.Ceil(peak*1.05/step) * step
+	var ticks plot.ConstantTicks
+	for i := 0.0; i*step <= top; i++ {
+		ticks = append(ticks, plot.Tick{Value: i * step, Label: strconv.FormatFloat(i*step, 'f', 0, 64)})
+	}
+	return top, ticks
 }
 
 // peakOver reports whether some strategy's load exceeds f times the

@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +95,49 @@ func TestPlotPointsEnvelope(t *testing.T) {
 	}
 	if got := plotPoints([]int{1, 0, 2}, time.Second, false); len(got) != 3 || got[1].Y != 0 || got[2].X != 2 {
 		t.Errorf("short series changed: %v", got)
+	}
+}
+
+// The y axis ends above the highest point, at a labelled value: with full
+// jitter's peak of 11,006 after a 10 s outage the axis stopped at the
+// data's maximum, whose highest label was 10,000, and the curve ran along
+// the top edge, clipped. Log and linear scales alike.
+func TestPlotAxisAbovePeak(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		load []int
+		logY bool
+	}{
+		{"log", []int{0, 11006, 300, 10000}, true},
+		{"log, peak at a power of ten", []int{0, 10000, 5}, true},
+		{"linear", []int{0, 1102, 130}, false},
+		{"linear, below capacity", []int{0, 57, 30}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res := []strategyResult{{"full", sim.Result{Capacity: 100, Slot: 100 * time.Millisecond, Load: c.load}}}
+			if got := peakOver(res, 20); got != c.logY {
+				t.Fatalf("log scale %v, want %v", got, c.logY)
+			}
+			p, err := newPlot("t", res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			peak := float64(slices.Max(c.load))
+			if c := float64(res[0].Result.Capacity); c > peak {
+				peak = c // the capacity line is drawn too
+			}
+			if !(p.Y.Max > peak) {
+				t.Errorf("y axis ends at %v, not above the peak %v", p.Y.Max, peak)
+			}
+			top := math.Inf(-1)
+			for _, tk := range p.Y.Tick.Marker.Ticks(p.Y.Min, p.Y.Max) {
+				if tk.Label != "" && tk.Value <= p.Y.Max {
+					top = max(top, tk.Value)
+				}
+			}
+			if top < peak {
+				t.Errorf("highest y label %v, below the peak %v (axis to %v)", top, peak, p.Y.Max)
+			}
+		})
 	}
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,7 +46,7 @@ func addPolicyFlags(cmd *cobra.Command, omit ...string) *policyFlags {
 	fs.StringVar(&f.preset, "preset", "default", "starting policy: default, aws or grpc; other policy flags override it")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "print nothing about retries, only fatal errors")
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "also print each attempt and the policy")
-	fs.StringVar(&f.logFormat, "log-format", "text", "text (a live countdown on a terminal) or json (one slog JSON object a line)")
+	fs.StringVar(&f.logFormat, "log-format", "text", "text (a live countdown on a terminal) or json (one slog JSON object a line; the last one has attempts, elapsed_ms, reason, exit_code and, for http, status)")
 	fs.VisitAll(func(fl *pflag.Flag) {
 		if !slices.Contains(omit, fl.Name) {
 			cmd.Flags().AddFlag(fl)
@@ -122,8 +124,8 @@ func (f *policyFlags) policy() (retry.Policy, error) {
 		}
 	}
 	if f.changed("multiplier") {
-		if !(f.multiplier >= 1) {
-			return p, usagef("--multiplier %v: must be at least 1", f.multiplier)
+		if !(f.multiplier >= 1) || math.IsInf(f.multiplier, 1) {
+			return p, usagef("--multiplier %v: must be a finite number, at least 1", f.multiplier)
 		}
 		p.Multiplier = f.multiplier
 	}
@@ -143,10 +145,31 @@ func (f *policyFlags) policy() (retry.Policy, error) {
 		}
 		p.Jitter = j
 	}
+	if p.Initial != retry.Immediate {
+		// Validate's own message would name both fields as flags, though
+		// the user may have given only one of them.
+		initial, maxDelay := cmp.Or(p.Initial, retry.DefaultInitial), cmp.Or(p.MaxDelay, retry.DefaultMaxDelay)
+		if initial > maxDelay {
+			return p, usagef("%s is below %s", f.source("max-delay", maxDelay), f.source("initial", initial))
+		}
+	}
 	if err := p.Validate(); err != nil {
 		return p, usagef("%s", flagNames.Replace(strings.TrimPrefix(err.Error(), retry.ErrInvalidPolicy.Error()+": ")))
 	}
 	return p, nil
+}
+
+// source names the flag that gave a policy value: "--max-delay 1s" when
+// the user gave it, else "the default --max-delay 32s", or "--preset
+// aws's --max-delay 20s".
+func (f *policyFlags) source(flag string, v time.Duration) string {
+	switch {
+	case f.changed(flag):
+		return fmt.Sprintf("--%s %v", flag, v)
+	case f.preset == "default" || f.preset == "":
+		return fmt.Sprintf("the default --%s %v", flag, v)
+	}
+	return fmt.Sprintf("--preset %s's --%s %v", f.preset, flag, v)
 }
 
 // flagNames rewrites Policy field names in Validate's messages as flags.

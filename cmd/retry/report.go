@@ -28,9 +28,10 @@ type reporter struct {
 	failure func(error) string // describes a failed attempt's error in the retry line
 	attempt func(n int) string // with -v, the line printed as attempt n starts; nil: none
 
-	mu   sync.Mutex
-	stop chan struct{} // closes the running countdown
-	done chan struct{} // closed when the countdown has erased its line
+	mu     sync.Mutex
+	reason retry.Reason  // of the last EventDone
+	stop   chan struct{} // closes the running countdown
+	done   chan struct{} // closed when the countdown has erased its line
 }
 
 // Observe makes the reporter the retry loop's Observer (Policy.Observer),
@@ -45,7 +46,19 @@ func (r *reporter) Observe(_ context.Context, ev retry.Event) {
 		}
 	case retry.EventRetry:
 		r.retrying(ev, r.failure(ev.Err))
+	case retry.EventDone:
+		r.mu.Lock()
+		r.reason = ev.Reason
+		r.mu.Unlock()
 	}
+}
+
+// lastReason is the Reason of the last call the reporter saw end: why it
+// gave up, zero if it succeeded or none ended.
+func (r *reporter) lastReason() retry.Reason {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reason
 }
 
 func newReporter(w io.Writer, pf *policyFlags) *reporter {
@@ -164,18 +177,48 @@ func (r *reporter) infof(format string, a ...any) {
 	fmt.Fprintln(r.w, "retry: "+msg)
 }
 
-// noticef prints a line unless --quiet.
-func (r *reporter) noticef(format string, a ...any) {
+// result prints the last line of a run (success, giving up, an
+// interruption): "retry: " + text in the text format; in the json format a
+// record whose msg is msg, with fields (key, value pairs such as
+// "attempts", 3). At slog.LevelDebug it is printed only with --verbose, at
+// slog.LevelInfo unless --quiet. Its strings are escaped (escapeLine).
+func (r *reporter) result(level slog.Level, text, msg string, fields ...any) {
 	r.endWait()
-	if r.quiet {
+	if r.quiet || level < slog.LevelInfo && !r.verbose {
 		return
 	}
-	msg := escapeLine(fmt.Sprintf(format, a...))
 	if r.log != nil {
-		r.log.Info(msg)
+		r.log.Log(context.Background(), level, msg, escapeFields(fields)...)
 		return
 	}
-	fmt.Fprintln(r.w, "retry: "+msg)
+	fmt.Fprintln(r.w, "retry: "+escapeLine(text))
+}
+
+// fail returns the error that ends a run with exit status code, whatever
+// --quiet says: in the text format main prints text as its one line
+// ("retry: " + text); in the json format the reporter logs a record at
+// level ERROR whose msg is msg, with fields and exit_code, and main prints
+// nothing more.
+func (r *reporter) fail(code int, text, msg string, fields ...any) error {
+	if r.log == nil {
+		return &exitError{code: code, msg: text}
+	}
+	r.endWait()
+	r.log.Error(msg, append(escapeFields(fields), "exit_code", code)...)
+	return &exitError{code: code}
+}
+
+// escapeFields returns fields with every string value escaped
+// (escapeLine): they may quote what servers sent.
+func escapeFields(fields []any) []any {
+	out := make([]any, len(fields), len(fields)+2)
+	for i, f := range fields {
+		if s, ok := f.(string); ok && i%2 == 1 {
+			f = escapeLine(s)
+		}
+		out[i] = f
+	}
+	return out
 }
 
 // describe summarises a policy for --verbose.

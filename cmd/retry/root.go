@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit statuses of the retry binary (see the package comment).
@@ -86,9 +89,19 @@ written.`,
 	pf := addPolicyFlags(root)
 	var onExit string
 	root.Flags().StringVar(&onExit, "on-exit", "", "retry only on these exit codes, e.g. 1,75,100-110 (default: any non-zero)")
+	// --version is retry's own flag, not cobra's, which prints the version
+	// whatever else the command line holds (retry --version extra).
+	var version bool
+	root.Flags().BoolVar(&version, "version", false, "print the version of retry, as retry version does")
 	root.Flags().SetInterspersed(false)
 	root.RunE = func(cmd *cobra.Command, args []string) error {
 		dash := cmd.ArgsLenAtDash()
+		if version {
+			if len(args) > 0 || dash >= 0 {
+				return usagef("--version takes no arguments")
+			}
+			return printVersion(cmd.OutOrStdout())
+		}
 		if dash < 0 {
 			if len(args) == 0 {
 				return usagef("no command given: use retry [flags] -- COMMAND [ARG...] (see retry --help)")
@@ -112,11 +125,9 @@ written.`,
 		return runCommand(cmd.Context(), p, pf, codes, args, os.Stdin, cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return usagef("%v", err)
+		return usagef("%s", flagError(err))
 	})
 	root.AddCommand(newHTTPCmd(), newScheduleCmd(), newDemoCmd(), newVersionCmd(), newSimulateCmd())
-	root.Version = versionString()
-	root.SetVersionTemplate("retry {{.Version}}\n")
 	root.SetHelpCommand(newHelpCmd(root))
 	root.InitDefaultCompletionCmd()
 	strictCompletion(root)
@@ -160,4 +171,34 @@ func strictCompletion(root *cobra.Command) {
 			return usagef("completion: unknown shell %q: want %s", args[0], strings.Join(shells, ", "))
 		}
 	}
+}
+
+// flagError words a flag parsing error for the user: a value that does not
+// parse names the flag, the value and what the flag wants, not the Go
+// function that failed (strconv.ParseInt: parsing "abc": invalid syntax).
+func flagError(err error) string {
+	var ive *pflag.InvalidValueError
+	if !errors.As(err, &ive) {
+		return err.Error()
+	}
+	want := ""
+	switch ive.GetFlag().Value.Type() {
+	case "int":
+		want = "want a whole number"
+	case "uint64":
+		want = "want a whole number, 0 or more"
+	case "float64":
+		want = "want a number, such as 1.5"
+	case "duration":
+		want = "want a duration such as 250ms or 1m30s"
+	case "bool":
+		want = "want true or false"
+	}
+	if errors.Is(err, strconv.ErrRange) {
+		want = "out of range"
+	}
+	if want == "" {
+		want = errors.Unwrap(err).Error()
+	}
+	return fmt.Sprintf("--%s %q: %s", ive.GetFlag().Name, ive.GetValue(), want)
 }

@@ -70,7 +70,7 @@ func TestSIGHUPDuringWait(t *testing.T) {
 	waitFor("retrying in 30s")
 	cmd.Process.Signal(syscall.SIGHUP)
 	r := finish()
-	if r.code != 129 || !strings.Contains(r.stderr, "interrupted by hangup while waiting") {
+	if r.code != 129 || !strings.Contains(r.stderr, "interrupted by SIGHUP while waiting") {
 		t.Errorf("exit %d, stderr %q: want 129 and the interruption reported", r.code, r.stderr)
 	}
 }

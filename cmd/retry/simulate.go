@@ -395,9 +395,9 @@ type jsonRow struct {
 	Succeeded          float64  `json:"succeeded"`
 	GaveUp             float64  `json:"gave_up"`
 	RequestsPerSuccess *float64 `json:"requests_per_success"`
-	P50                float64  `json:"completion_p50_ms"`
-	P99                float64  `json:"completion_p99_ms"`
-	Max                float64  `json:"completion_max_ms"`
+	P50                *float64 `json:"completion_p50_ms"` // null when no client succeeded
+	P99                *float64 `json:"completion_p99_ms"`
+	Max                *float64 `json:"completion_max_ms"`
 	PeakLoad           float64  `json:"peak_load"`
 	Capacity           int      `json:"capacity,omitempty"`
 	SlotMS             float64  `json:"slot_ms"`
@@ -420,8 +420,15 @@ func writeJSON(w io.Writer, res []strategyResult) error {
 		if x.Capacity == 0 {
 			model = "contention"
 		}
+		completion := func(d time.Duration) *float64 {
+			if x.Succeeded == 0 {
+				return nil // no completion time to report, not 0
+			}
+			v := ms(d)
+			return &v
+		}
 		rows = append(rows, jsonRow{r.Name, model, x.Clients, x.Trials, x.Requests, x.Succeeded, x.GaveUp, rps,
-			ms(x.CompletionP50), ms(x.CompletionP99), ms(x.CompletionMax), x.PeakLoad, x.Capacity, ms(x.Slot),
+			completion(x.CompletionP50), completion(x.CompletionP99), completion(x.CompletionMax), x.PeakLoad, x.Capacity, ms(x.Slot),
 			x.Requests - float64(x.Clients), x.Processes, x.Budget, x.BudgetRefused})
 	}
 	enc := json.NewEncoder(w)
@@ -447,8 +454,14 @@ func writeTable(w io.Writer, res []strategyResult) error {
 		if x.Capacity > 0 {
 			peak = fmt.Sprintf("%.0f (%.1fx)", x.PeakLoad, x.PeakLoad/float64(x.Capacity))
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.0f\t%.0f\t%v\t%v\t%v\t%s\t", r.Name, x.Requests, rps, x.Succeeded, x.GaveUp,
-			roundDur(x.CompletionP50), roundDur(x.CompletionP99), roundDur(x.CompletionMax), peak)
+		completion := func(d time.Duration) string {
+			if x.Succeeded == 0 {
+				return "-" // no client completed: no time, not 0s
+			}
+			return roundDur(d).String()
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t", r.Name, x.Requests, rps, x.Succeeded, x.GaveUp,
+			completion(x.CompletionP50), completion(x.CompletionP99), completion(x.CompletionMax), peak)
 		if budget {
 			fmt.Fprintf(tw, "%.0f\t%.0f\t", x.Requests-float64(x.Clients), x.BudgetRefused)
 		}

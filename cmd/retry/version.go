@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"runtime"
 	"runtime/debug"
 
@@ -35,14 +36,17 @@ func versionString() string {
 	return v + " (" + runtime.Version() + "; last release " + lastRelease + ")"
 }
 
+// printVersion writes what retry version and retry --version print.
+func printVersion(w io.Writer) error {
+	_, err := fmt.Fprintf(w, "retry %s\n", versionString())
+	return err
+}
+
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of retry",
 		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "retry %s\n", versionString())
-			return err
-		},
+		RunE:  func(cmd *cobra.Command, _ []string) error { return printVersion(cmd.OutOrStdout()) },
 	}
 }
