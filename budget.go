@@ -87,7 +87,8 @@ type Budget struct {
 	reserve float64 // MinPerSecond × Window, resolved; read only under w.mu
 	set     bool    // false for the zero Budget: use the defaults
 
-	fleet fleetMarks // guarded by w.mu
+	fleet fleetMarks   // guarded by w.mu
+	asked atomic.Int64 // retry decisions while shared; see FleetAsked
 }
 
 // NewBudget returns a Budget configured by c, or an error naming the
@@ -203,15 +204,16 @@ func (b *Budget) allowRetry() bool {
 		ratio, reserve = DefaultBudgetRatio, DefaultBudgetMinPerSecond*DefaultBudgetWindow.Seconds()
 	}
 	b.w.mu.Lock()
-	b.w.advanceLocked(DefaultBudgetWindow)
+	now := b.w.advanceLocked(DefaultBudgetWindow)
 	first, retries := b.w.counts()
 	if b.fleet.shared {
+		b.asked.Add(1)
 		first += b.w.fa.Load()
 		retries += b.w.fb.Load()
 	}
 	ok := reserve+ratio*float64(first)-float64(retries) >= 1
 	if ok && b.fleet.shared {
-		ok = b.fleet.slackAllows(ratio, b.w.a.Load(), b.w.b.Load())
+		ok = b.fleet.leaseAllows(ratio, b.w.a.Load(), b.w.b.Load(), now)
 	}
 	if ok {
 		b.w.b.Add(1)
@@ -261,19 +263,20 @@ func (w *window) tick(def time.Duration) {
 
 // advanceLocked reads the clock and moves the window to the current slot;
 // def is the window length to use when w.slot is zero (a zero Budget or
-// Throttle). w.mu must be held.
-func (w *window) advanceLocked(def time.Duration) {
+// Throttle). It returns the time since w.start. w.mu must be held.
+func (w *window) advanceLocked(def time.Duration) time.Duration {
 	if w.start.IsZero() {
 		w.start = time.Now()
-		return
+		return 0
 	}
 	slot := w.slot
 	if slot <= 0 {
 		slot = def / windowSlots
 	}
-	k := int64(time.Since(w.start) / slot)
+	now := time.Since(w.start)
+	k := int64(now / slot)
 	if k <= w.head {
-		return
+		return now
 	}
 	a, b := w.a.Load(), w.b.Load()
 	for j := max(w.head+1, k-windowSlots+1); j <= k; j++ {
@@ -284,6 +287,7 @@ func (w *window) advanceLocked(def time.Duration) {
 	oldest := (k + 1) % windowSlots // slot k-windowSlots+1; never written yet means 0
 	w.baseA.Store(w.snapA[oldest])
 	w.baseB.Store(w.snapB[oldest])
+	return now
 }
 
 // counts returns a and b over the window. Lock-free: under concurrent

@@ -33,7 +33,8 @@ package fleet
 // Every key the script writes gets the TTL, so nothing outlives two
 // windows; it never writes a key of another type.
 const Script = `
-local n = #KEYS - 1
+local n, lk, lz = #KEYS - 1, nil, nil
+if ARGV[9] then n, lk, lz = #KEYS - 3, KEYS[#KEYS - 1], KEYS[#KEYS] end
 local cur, mk = KEYS[1], KEYS[n + 1]
 local la, lb, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local fa, fb = ARGV[4] .. ':a', ARGV[4] .. ':b'
@@ -74,6 +75,7 @@ if t == 'none' or t == 'hash' then
   if redis.call('EXISTS', cur) == 1 then redis.call('PEXPIRE', cur, ttl) end
 end
 local out = {pushed}
+local ta, tb = 0, 0
 for i = 1, n do
   local k = KEYS[i]
   local a, b = 0, 0
@@ -81,6 +83,7 @@ for i = 1, n do
   if kt == 'hash' then
     local v = redis.call('HMGET', k, 'a', 'b', fa, fb)
     a, b = count(v[1]), count(v[2])
+    ta, tb = ta + math.max(a, 0), tb + math.max(b, 0)
     local oa, ob = math.max(count(v[3]), 0), math.max(count(v[4]), 0)
     if a >= 0 then a = math.max(a - oa, 0) end
     if b >= 0 then b = math.max(b - ob, 0) end
@@ -89,6 +92,38 @@ for i = 1, n do
   end
   out[2*i] = a
   out[2*i+1] = b
+end
+if lk then
+  local lease = -1
+  local ht, zt = redis.call('TYPE', lk)['ok'], redis.call('TYPE', lz)['ok']
+  if (ht == 'none' or ht == 'hash') and (zt == 'none' or zt == 'zset') then
+    local now, exp = tonumber(ARGV[11]), tonumber(ARGV[12])
+    local tok = ARGV[4]
+    local total = count(redis.call('HGET', lk, 'total'))
+    local mine = count(redis.call('HGET', lk, tok))
+    if total >= 0 and mine >= 0 then
+      for _, g in ipairs(redis.call('ZRANGEBYSCORE', lz, '-inf', '(' .. ARGV[11])) do
+        if g ~= tok then total = total - math.max(count(redis.call('HGET', lk, g)), 0) end
+        redis.call('HDEL', lk, g)
+        redis.call('ZREM', lz, g)
+      end
+      total = math.max(total - mine, 0)
+      lease = 0
+      local free = math.floor(tonumber(ARGV[9]) + tonumber(ARGV[10]) * ta - tb - total)
+      if pushed == 1 and free > 0 then
+        local live = redis.call('ZCARD', lz)
+        if not redis.call('ZSCORE', lz, tok) then live = live + 1 end
+        lease = math.min(free, math.max(tonumber(ARGV[13]), math.floor(free / live)))
+      end
+      local hold = math.max(lease, tonumber(ARGV[14]))
+      redis.call('HSET', lk, tok, hold, 'total', total + hold)
+      redis.call('ZADD', lz, exp, tok)
+      local lttl = ttl + math.max(exp - now, 0)
+      redis.call('PEXPIRE', lk, lttl)
+      redis.call('PEXPIRE', lz, lttl)
+    end
+  end
+  out[2*n+2] = lease
 end
 return out
 `
