@@ -2,6 +2,8 @@ package retryredis
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -150,9 +152,12 @@ type store struct{ c redis.Scripter }
 
 // newStore returns the store of client, whose syncs bypass the hook of
 // Instrument if the client has it, now or later (see bypass).
-func newStore(client redis.Scripter) store {
+func newStore(client redis.Scripter) fleet.Store {
 	if _, ok := client.(*redis.Client); ok {
 		sharing.Store(true)
+	}
+	if r, ok := client.(*redis.Ring); ok {
+		return &ringStore{r: r}
 	}
 	return store{client}
 }
@@ -169,6 +174,48 @@ func (s store) EvalSHA(ctx context.Context, sha string, keys, args []string) ([]
 		argv[i] = a
 	}
 	v, err := s.c.EvalSha(ctx, sha, keys, argv...).Int64Slice()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		return nil, fmt.Errorf("%w: %w", fleet.ErrNoScript, err)
+	}
+	return v, err
+}
+
+// ringStore adapts a *redis.Ring. A Ring sends a command without a key,
+// such as SCRIPT LOAD, to a random shard, while EVALSHA goes to the shard
+// of its first key: the script is loaded on that shard instead, and
+// loaded again there within the same call when the shard answers
+// NOSCRIPT (a shard restarted, or the keys moved to another shard).
+type ringStore struct {
+	r      *redis.Ring
+	script string // set by Load; used by the one sync goroutine
+}
+
+// Load computes the script's SHA-1; the script is loaded on the keys'
+// shard by the first EvalSHA.
+func (s *ringStore) Load(_ context.Context, script string) (string, error) {
+	s.script = script
+	sum := sha1.Sum([]byte(script))
+	return hex.EncodeToString(sum[:]), nil
+}
+
+func (s *ringStore) EvalSHA(ctx context.Context, sha string, keys, args []string) ([]int64, error) {
+	ctx = context.WithValue(ctx, shareKey{}, true)
+	argv := make([]any, len(args))
+	for i, a := range args {
+		argv[i] = a
+	}
+	v, err := s.r.EvalSha(ctx, sha, keys, argv...).Int64Slice()
+	if err == nil || !redis.HasErrorPrefix(err, "NOSCRIPT") || s.script == "" {
+		return v, err
+	}
+	shard, err := s.r.GetShardClientForKey(keys[0])
+	if err != nil {
+		return nil, err
+	}
+	if err := shard.ScriptLoad(ctx, s.script).Err(); err != nil {
+		return nil, err
+	}
+	v, err = s.r.EvalSha(ctx, sha, keys, argv...).Int64Slice()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		return nil, fmt.Errorf("%w: %w", fleet.ErrNoScript, err)
 	}
