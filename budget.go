@@ -74,8 +74,10 @@ type BudgetConfig struct {
 // Processes can share one Budget (one Ratio, one floor for all of them)
 // through a store: retryredis.ShareBudget and retryvalkey.ShareBudget keep
 // it in step from a background goroutine through [Budget.SetFleet]; the
-// decision stays local and the bound above then holds for the whole fleet,
-// plus a documented slack per process.
+// decision stays local, each process grants from a lease of the fleet's
+// headroom handed out by the store, and the bound above then holds for the
+// whole fleet, with first attempts counted from one window plus a lease's
+// life (300 ms by default) before the span.
 //
 // Get one with [NewBudget] or a preset ([GRPCBudget], [FinagleBudget],
 // [AWSRetryQuota]). The zero Budget is ready to use and has the defaults:

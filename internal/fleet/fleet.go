@@ -8,8 +8,13 @@
 // counts added since the last sync into the fleet's current window slot
 // and reads back the counts of the window's slots, in one script call.
 // The other processes' counts (the totals minus what this process pushed)
-// go to the Budget or Throttle through SetFleet. The request path never
-// waits on the store: it reads only what the last sync left.
+// go to the Budget or Throttle through SetFleet, with, for a Budget, the
+// lease the script handed this process: its share of the fleet's headroom,
+// which no other process can be handed while this one holds it, so that
+// the fleet's retries stay within one Budget's bound whatever the number
+// of processes (ARCHITECTURE.md, "The fleet-wide bound and its
+// derivation"). The request path never waits on the store: it reads only
+// what the last sync left.
 //
 // When a sync fails or does not answer within Timeout, the engine calls
 // ClearFleet at once (the process decides locally, exactly as a Budget or
@@ -191,14 +196,15 @@ type Engine struct {
 	mark  string // the mark key, the last of every sync's keys
 
 	// A Budget's lease (see [Script]); budget is nil for a Throttle.
-	budget         *retry.Budget
-	reserve, ratio float64 // the Budget's, resolved (ratio ≥ 0)
-	leaseKeys      [2]string
-	life           time.Duration // how long a lease holds (see leaseLife)
-	lease          retry.FleetLease
-	leased         bool  // lease is in force: the last sync succeeded
-	askedAt        int64 // FleetAsked as of the last successful sync
-	asked          int64 // FleetAsked as read for the current sync
+	budget             *retry.Budget
+	reserve, ratio     float64 // the Budget's, resolved (ratio ≥ 0)
+	leaseKeys          [2]string
+	life               time.Duration // how long a lease holds (see leaseLife)
+	lease              retry.FleetLease
+	leased             bool    // lease is in force: the last sync succeeded
+	askedAt            int64   // FleetAsked as of the last successful sync
+	asked              int64   // FleetAsked as read for the current sync
+	demand, demandNext float64 // retries asked per sync, decayed (see leaseArgs)
 
 	// Owned by the sync goroutine.
 	sha              string
@@ -430,7 +436,7 @@ func (e *Engine) syncOnce() {
 		lease = retry.FleetLease{Retries: max(reply[1+2*slots], 0), FirstAttempts: la, Granted: lb, Until: now.Add(e.life)}
 		bad = bad || reply[1+2*slots] < 0
 		e.lease, e.leased = lease, true
-		e.askedAt = e.asked
+		e.askedAt, e.demand = e.asked, e.demandNext
 	}
 	if bad && !e.badLogged {
 		e.cfg.Logger.Error(e.cfg.Name+": data under the key prefix that this "+e.what+" did not write; ignored",
@@ -516,11 +522,19 @@ func leaseLife(c Config) time.Duration {
 // leaseArgs returns a Budget's lease arguments of the script for a sync
 // made at now with the cumulative local counts la and lb: the fleet's
 // reserve and ratio, the clock and the expiry of this process's hold in
-// Unix ms, the retries it asked for since its last sync (its demand), and
-// what its current lease may still grant until the next SetFleet (the
-// least its hold may be).
+// Unix ms, its demand, and what its current lease may still grant until
+// the next SetFleet (the least its hold may be).
+//
+// The demand is the retries it asked for (granted or refused) in the
+// last sync interval, or, if more, its earlier demand decayed by a tenth
+// per sync: a process whose calls come less often than its syncs (one
+// every other interval) would otherwise be leased retries in the
+// intervals after it asked and none in those it asks in. It falls below
+// one half, and the lease to the fair share, some 17 syncs after the last
+// ask.
 func (e *Engine) leaseArgs(now time.Time, la, lb int64) []string {
 	e.asked = e.budget.FleetAsked()
+	e.demandNext = max(float64(max(e.asked-e.askedAt, 0)), 0.9*e.demand)
 	var rest float64
 	if l := e.lease; e.leased && now.Before(l.Until) {
 		rest = max(0, math.Floor(float64(l.Retries)+e.ratio*float64(la-l.FirstAttempts)-float64(lb-l.Granted)))
@@ -531,7 +545,7 @@ func (e *Engine) leaseArgs(now time.Time, la, lb int64) []string {
 	exp := now.Add(min(e.life, 24*time.Hour) + min(e.slot, time.Hour))
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	return []string{f(e.reserve), f(e.ratio), strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(exp.UnixMilli()+1, 10),
-		strconv.FormatInt(max(e.asked-e.askedAt, 0), 10), f(rest)}
+		f(math.Round(e.demandNext)), f(rest)}
 }
 
 // eval runs the script, loading it first if needed and again on NOSCRIPT.

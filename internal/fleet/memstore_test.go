@@ -220,13 +220,18 @@ func (m *memStore) run(keys, args []string) ([]int64, error) {
 			total = max(total-mine, 0)
 			granted = 0
 			prod := float64(num(9) * float64(ta)) // no fused multiply-add: Lua rounds the product
-			free := math.Floor(num(8) + prod - float64(tb) - float64(total))
+			head := num(8) + prod - float64(tb)
+			free := math.Floor(head - float64(total))
 			if pushed == 1 && free > 0 {
 				live := len(m.zset[lz])
 				if _, ok := m.zset[lz][tok]; !ok {
 					live++
 				}
-				granted = int64(math.Min(free, math.Max(num(12), math.Floor(free/float64(live)))))
+				want := math.Max(num(12), math.Floor(head/float64(live)))
+				if want == 0 && mine == 0 {
+					want = 1
+				}
+				granted = int64(math.Min(free, want))
 			}
 			hold := max(granted, int64(num(13)))
 			m.hset(lk, tok, strconv.FormatInt(hold, 10))

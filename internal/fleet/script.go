@@ -30,8 +30,24 @@ package fleet
 // before anything is written: no count of a slot with such a value is
 // changed (the first integer of the reply is 0; only its TTL is renewed).
 //
-// Every key the script writes gets the TTL, so nothing outlives two
-// windows; it never writes a key of another type.
+// For a Budget, two more KEYS follow the mark key: the lease hash (each
+// live process's hold under its token, their sum in "total") and the
+// sorted set of the holds' expiries; and ARGV[9] to ARGV[14] are the
+// fleet's reserve and ratio, the process's clock and its hold's expiry in
+// Unix ms, the retries it asked for since its last sync, and what its
+// current lease can still grant. The script purges expired holds, hands
+// the process the lease min(⌊free⌋, max(demand, ⌊headroom / live
+// processes⌋)), where headroom is reserve + ratio × the window's first
+// attempts − its retries and free is headroom − the other processes'
+// holds (0 when the counts were not added); when that is 0 and the
+// process held nothing, 1 (so that single retries go round a quiet fleet
+// larger than its headroom). It records the hold max(lease, what the
+// current lease can still grant), and appends the lease to the reply (-1
+// for lease keys that are not its data).
+//
+// Every key the script writes gets the TTL (the lease keys, the TTL plus
+// the hold's remaining life), so nothing outlives two windows; it never
+// writes a key of another type.
 const Script = `
 local n, lk, lz = #KEYS - 1, nil, nil
 if ARGV[9] then n, lk, lz = #KEYS - 3, KEYS[#KEYS - 1], KEYS[#KEYS] end
@@ -109,11 +125,14 @@ if lk then
       end
       total = math.max(total - mine, 0)
       lease = 0
-      local free = math.floor(tonumber(ARGV[9]) + tonumber(ARGV[10]) * ta - tb - total)
+      local head = tonumber(ARGV[9]) + tonumber(ARGV[10]) * ta - tb
+      local free = math.floor(head - total)
       if pushed == 1 and free > 0 then
         local live = redis.call('ZCARD', lz)
         if not redis.call('ZSCORE', lz, tok) then live = live + 1 end
-        lease = math.min(free, math.max(tonumber(ARGV[13]), math.floor(free / live)))
+        local want = math.max(tonumber(ARGV[13]), math.floor(head / live))
+        if want == 0 and mine == 0 then want = 1 end
+        lease = math.min(free, want)
       end
       local hold = math.max(lease, tonumber(ARGV[14]))
       redis.call('HSET', lk, tok, hold, 'total', total + hold)
