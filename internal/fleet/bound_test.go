@@ -180,7 +180,7 @@ func TestFleetBoundLongRuns(t *testing.T) {
 		{procs: 8, cfg: retry.BudgetConfig{Ratio: 0.1, MinPerSecond: 1, Window: 10 * time.Second}, rate: 5, duration: 300 * time.Second, atLeast: 0.85},
 		// A quiet fleet larger than its reserve (10): single retries go
 		// round it.
-		{procs: 100, cfg: retry.BudgetConfig{Ratio: -1, MinPerSecond: 5, Window: 2 * time.Second}, rate: 0.5, duration: 60 * time.Second, atLeast: 0.15},
+		{procs: 100, cfg: retry.BudgetConfig{Ratio: -1, MinPerSecond: 5, Window: 2 * time.Second}, rate: 0.5, duration: 60 * time.Second, atLeast: 0.1},
 	} {
 		name := fmt.Sprintf("P%d_ratio%g_min%g_window%v", r.procs, r.cfg.Ratio, r.cfg.MinPerSecond, r.cfg.Window)
 		t.Run(name, func(t *testing.T) {
