@@ -45,8 +45,9 @@ type FleetLease struct {
 // (the zero Budget reports DefaultBudgetRatio, DefaultBudgetMinPerSecond
 // and DefaultBudgetWindow), such that NewBudget(b.Config()) makes an
 // equivalent Budget: a Ratio or MinPerSecond that was negative (none) is
-// reported as -1. Sync engines use it to name the fleet's keys and size
-// the allowance of [Budget.SetFleet].
+// reported as -1. Sync engines use it to name the fleet's keys and to
+// size the fleet's headroom from which they lease retries
+// ([Budget.SetFleet]).
 func (b *Budget) Config() BudgetConfig {
 	if !b.set {
 		return BudgetConfig{Ratio: DefaultBudgetRatio, MinPerSecond: DefaultBudgetMinPerSecond, Window: DefaultBudgetWindow}
@@ -86,10 +87,11 @@ func (b *Budget) LocalCounts() (firstAttempts, retries int64) {
 // that the retries pushed plus every process's lease never exceed the
 // fleet's headroom: no process can spend what another was promised, and
 // the fleet's retries stay within one Budget's bound whatever the number
-// of processes (see internal/fleet, "The fleet-wide bound").
+// of processes (ARCHITECTURE.md, "The fleet-wide bound and its
+// derivation").
 //
-// SetFleet reads the clock, takes b's lock briefly and never blocks on
-// anything else.
+// SetFleet takes b's lock briefly and never blocks on anything else; it
+// reads the clock only on a zero Budget's first use.
 func (b *Budget) SetFleet(firstAttempts, retries int64, lease FleetLease) {
 	b.w.mu.Lock()
 	if b.w.start.IsZero() {
