@@ -119,7 +119,7 @@ func NewBudget(c BudgetConfig) (*Budget, error) {
 	// down to a multiple of windowSlots), which may be a little shorter.
 	if math.IsInf(reserve, 0) || math.IsInf(reserve/(win/windowSlots*windowSlots).Seconds(), 0) {
 		// Config would report an infinite MinPerSecond, which NewBudget
-		// refuses, and a sync engine an infinite allowance.
+		// refuses, and a sync engine an infinite reserve to lease from.
 		return nil, errors.New("retry: BudgetConfig.MinPerSecond × Window must be a finite number")
 	}
 	b := &Budget{ratio: max(ratio, 0), reserve: reserve, set: true}

@@ -231,9 +231,9 @@ func (m *memStore) run(keys, args []string) ([]int64, error) {
 				if want == 0 && mine == 0 {
 					want = 1
 				}
-				granted = int64(math.Min(free, want))
+				granted = int64(math.Min(math.Min(free, want), 1e9))
 			}
-			hold := max(granted, int64(num(13)))
+			hold := int64(math.Min(math.Max(float64(granted), num(13)), 1e9))
 			m.hset(lk, tok, strconv.FormatInt(hold, 10))
 			m.hset(lk, "total", strconv.FormatInt(total+hold, 10))
 			if m.zset[lz] == nil {

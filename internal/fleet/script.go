@@ -43,7 +43,8 @@ package fleet
 // process held nothing, 1 (so that single retries go round a quiet fleet
 // larger than its headroom). It records the hold max(lease, what the
 // current lease can still grant), and appends the lease to the reply (-1
-// for lease keys that are not its data).
+// for lease keys that are not its data). A lease and a hold are at most
+// 10⁹, so that they stay counts as HINCRBY writes them.
 //
 // Every key the script writes gets the TTL (the lease keys, the TTL plus
 // the hold's remaining life), so nothing outlives two windows; it never
@@ -132,9 +133,9 @@ if lk then
         if not redis.call('ZSCORE', lz, tok) then live = live + 1 end
         local want = math.max(tonumber(ARGV[13]), math.floor(head / live))
         if want == 0 and mine == 0 then want = 1 end
-        lease = math.min(free, want)
+        lease = math.min(free, want, 1e9)
       end
-      local hold = math.max(lease, tonumber(ARGV[14]))
+      local hold = math.min(math.max(lease, tonumber(ARGV[14])), 1e9)
       redis.call('HSET', lk, tok, hold, 'total', total + hold)
       redis.call('ZADD', lz, exp, tok)
       local lttl = ttl + math.max(exp - now, 0)
