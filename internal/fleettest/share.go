@@ -169,6 +169,8 @@ func ShareForeignData(t *testing.T, dial Dialer) {
 			srv.Do("HSET", key, "a", "1e400", "b", "2.5")
 		}
 	}
+	// And a lease key of another type: no lease, never overwritten.
+	srv.Do("SET", "{bad}:budget:w2000:lease", "mine")
 	s, err := dial(t, srv.Addr()).ShareBudget("bad", b, ShareOptions{Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -186,6 +188,9 @@ func ShareForeignData(t *testing.T, dial Dialer) {
 	// The foreign string keys were not overwritten.
 	if v, _ := srv.Do("GET", "{bad}:budget:w2000:"+itoa(k)); v != "hello" {
 		t.Fatalf("foreign key overwritten: %q", v)
+	}
+	if v, _ := srv.Do("GET", "{bad}:budget:w2000:lease"); v != "mine" {
+		t.Fatalf("foreign lease key overwritten: %q", v)
 	}
 }
 
