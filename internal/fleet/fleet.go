@@ -199,7 +199,7 @@ type Engine struct {
 	budget             *retry.Budget
 	reserve, ratio     float64 // the Budget's, resolved (ratio ≥ 0)
 	leaseKeys          [2]string
-	life               time.Duration // how long a lease holds (see leaseLife)
+	life               time.Duration // how long a lease holds (see leaseLife), at most a day
 	lease              retry.FleetLease
 	leased             bool    // lease is in force: the last sync succeeded
 	askedAt            int64   // FleetAsked as of the last successful sync
@@ -276,7 +276,9 @@ func start(cfg Config, s Store, c counter, kind string, window time.Duration, ob
 		e.ratio = max(bc.Ratio, 0)
 		base := keyBase(cfg.Prefix, kind, window)
 		e.leaseKeys = [2]string{base + "lease", base + "lease:exp"}
-		e.life = leaseLife(cfg)
+		// At most a day: a process that syncs less often refuses what
+		// its lease does not cover once the lease has ended.
+		e.life = min(leaseLife(cfg), 24*time.Hour)
 		e.askedAt = b.FleetAsked()
 	}
 	go e.run()
@@ -542,7 +544,7 @@ func (e *Engine) leaseArgs(now time.Time, la, lb int64) []string {
 	// Other processes' clocks may be up to a slot ahead (the slot keys
 	// need that much agreement anyway): the store keeps the hold that
 	// much longer than the process uses its lease.
-	exp := now.Add(min(e.life, 24*time.Hour) + min(e.slot, time.Hour))
+	exp := now.Add(e.life + min(e.slot, time.Hour))
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	return []string{f(e.reserve), f(e.ratio), strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(exp.UnixMilli()+1, 10),
 		f(math.Round(e.demandNext)), f(rest)}
