@@ -74,8 +74,10 @@ type BudgetConfig struct {
 // Processes can share one Budget (one Ratio, one floor for all of them)
 // through a store: retryredis.ShareBudget and retryvalkey.ShareBudget keep
 // it in step from a background goroutine through [Budget.SetFleet]; the
-// decision stays local and the bound above then holds for the whole fleet,
-// plus a documented slack per process.
+// decision stays local, each process grants from a lease of the fleet's
+// headroom handed out by the store, and the bound above then holds for the
+// whole fleet, with first attempts counted from one window plus a lease's
+// life (300 ms by default) before the span.
 //
 // Get one with [NewBudget] or a preset ([GRPCBudget], [FinagleBudget],
 // [AWSRetryQuota]). The zero Budget is ready to use and has the defaults:
@@ -87,7 +89,8 @@ type Budget struct {
 	reserve float64 // MinPerSecond × Window, resolved; read only under w.mu
 	set     bool    // false for the zero Budget: use the defaults
 
-	fleet fleetMarks // guarded by w.mu
+	fleet fleetMarks   // guarded by w.mu
+	asked atomic.Int64 // retry decisions while shared; see FleetAsked
 }
 
 // NewBudget returns a Budget configured by c, or an error naming the
@@ -116,7 +119,7 @@ func NewBudget(c BudgetConfig) (*Budget, error) {
 	// down to a multiple of windowSlots), which may be a little shorter.
 	if math.IsInf(reserve, 0) || math.IsInf(reserve/(win/windowSlots*windowSlots).Seconds(), 0) {
 		// Config would report an infinite MinPerSecond, which NewBudget
-		// refuses, and a sync engine an infinite allowance.
+		// refuses, and a sync engine an infinite reserve to lease from.
 		return nil, errors.New("retry: BudgetConfig.MinPerSecond × Window must be a finite number")
 	}
 	b := &Budget{ratio: max(ratio, 0), reserve: reserve, set: true}
@@ -203,15 +206,16 @@ func (b *Budget) allowRetry() bool {
 		ratio, reserve = DefaultBudgetRatio, DefaultBudgetMinPerSecond*DefaultBudgetWindow.Seconds()
 	}
 	b.w.mu.Lock()
-	b.w.advanceLocked(DefaultBudgetWindow)
+	now := b.w.advanceLocked(DefaultBudgetWindow)
 	first, retries := b.w.counts()
 	if b.fleet.shared {
+		b.asked.Add(1)
 		first += b.w.fa.Load()
 		retries += b.w.fb.Load()
 	}
 	ok := reserve+ratio*float64(first)-float64(retries) >= 1
 	if ok && b.fleet.shared {
-		ok = b.fleet.slackAllows(ratio, b.w.a.Load(), b.w.b.Load())
+		ok = b.fleet.leaseAllows(ratio, b.w.a.Load(), b.w.b.Load(), now)
 	}
 	if ok {
 		b.w.b.Add(1)
@@ -261,19 +265,20 @@ func (w *window) tick(def time.Duration) {
 
 // advanceLocked reads the clock and moves the window to the current slot;
 // def is the window length to use when w.slot is zero (a zero Budget or
-// Throttle). w.mu must be held.
-func (w *window) advanceLocked(def time.Duration) {
+// Throttle). It returns the time since w.start. w.mu must be held.
+func (w *window) advanceLocked(def time.Duration) time.Duration {
 	if w.start.IsZero() {
 		w.start = time.Now()
-		return
+		return 0
 	}
 	slot := w.slot
 	if slot <= 0 {
 		slot = def / windowSlots
 	}
-	k := int64(time.Since(w.start) / slot)
+	now := time.Since(w.start)
+	k := int64(now / slot)
 	if k <= w.head {
-		return
+		return now
 	}
 	a, b := w.a.Load(), w.b.Load()
 	for j := max(w.head+1, k-windowSlots+1); j <= k; j++ {
@@ -284,6 +289,7 @@ func (w *window) advanceLocked(def time.Duration) {
 	oldest := (k + 1) % windowSlots // slot k-windowSlots+1; never written yet means 0
 	w.baseA.Store(w.snapA[oldest])
 	w.baseB.Store(w.snapB[oldest])
+	return now
 }
 
 // counts returns a and b over the window. Lock-free: under concurrent

@@ -1,37 +1,53 @@
 package retry
 
+import "time"
+
 // This file is the sharing seam: what a sync engine (retryredis,
 // retryvalkey) needs to make Budgets and Throttles in many processes
 // behave as one. The core never talks to a store; it only exposes its
 // cumulative local counts and accepts the other processes' counts.
 
-// fleetMarks is the state a shared Budget keeps for bounding the slack
-// between syncs. Guarded by the Budget's w.mu.
+// fleetMarks is the state of a shared Budget's lease. Guarded by the
+// Budget's w.mu.
 type fleetMarks struct {
 	shared bool
-	// allowance is the floor-funded retries this process may grant
-	// between mark and now, beyond Ratio × its own first attempts since
-	// mark.
-	allowance float64
-	// markA/markB are the cumulative local counts at the next-to-last
-	// SetFleet; lastA/lastB at the last one.
+	// lease is the retries this process may grant beyond Ratio × its
+	// first attempts since markA, counted from markB, until until (time
+	// since the window's start).
+	lease        float64
 	markA, markB int64
-	lastA, lastB int64
+	until        time.Duration
 }
 
-// slackAllows reports whether one more retry keeps the retries granted
-// since the next-to-last sync within the allowance plus what the first
-// attempts since then earned. a and b are the cumulative local counts.
-func (f *fleetMarks) slackAllows(ratio float64, a, b int64) bool {
-	return float64(b-f.markB)+1 <= f.allowance+ratio*float64(a-f.markA)
+// leaseAllows reports whether one more retry fits in the lease: a and b
+// are the cumulative local counts, now the time since the window's start.
+func (f *fleetMarks) leaseAllows(ratio float64, a, b int64, now time.Duration) bool {
+	return now < f.until && float64(b-f.markB)+1 <= f.lease+ratio*float64(a-f.markA)
+}
+
+// FleetLease is the part of a fleet's retry headroom that a sync engine
+// hands one shared Budget through [Budget.SetFleet]. The zero FleetLease
+// grants nothing.
+type FleetLease struct {
+	// Retries is how many retries the Budget may grant, beyond Ratio ×
+	// the first attempts it counts after FirstAttempts, counted from
+	// Granted on. Negative counts as 0.
+	Retries int64
+	// FirstAttempts and Granted are the Budget's LocalCounts as read for
+	// the sync that obtained the lease: what the fleet has seen of it.
+	FirstAttempts, Granted int64
+	// Until is when the lease ends if no SetFleet or ClearFleet replaced
+	// it first; a time not after the call grants nothing.
+	Until time.Time
 }
 
 // Config returns the Budget's configuration with every default resolved
 // (the zero Budget reports DefaultBudgetRatio, DefaultBudgetMinPerSecond
 // and DefaultBudgetWindow), such that NewBudget(b.Config()) makes an
 // equivalent Budget: a Ratio or MinPerSecond that was negative (none) is
-// reported as -1. Sync engines use it to name the fleet's keys and size
-// the allowance of [Budget.SetFleet].
+// reported as -1. Sync engines use it to name the fleet's keys and to
+// size the fleet's headroom from which they lease retries
+// ([Budget.SetFleet]).
 func (b *Budget) Config() BudgetConfig {
 	if !b.set {
 		return BudgetConfig{Ratio: DefaultBudgetRatio, MinPerSecond: DefaultBudgetMinPerSecond, Window: DefaultBudgetWindow}
@@ -58,39 +74,45 @@ func (b *Budget) LocalCounts() (firstAttempts, retries int64) {
 // SetFleet makes b decide as one budget shared with other processes, and
 // is called by a sync engine after each successful sync. firstAttempts and
 // retries are the other processes' counts over the window, as just read
-// from the store (negative values count as 0).
+// from the store (negative values count as 0); lease is what the store
+// handed this process of the fleet's headroom.
 //
 // From then on a retry is granted only when both hold:
 //
 //	reserve + Ratio × (local + fleet first attempts) − (local + fleet retries) ≥ 1
-//	retries granted here since the next-to-last SetFleet + 1 ≤ allowance + Ratio × first attempts here since then
+//	retries granted here since lease.Granted + 1 ≤ lease.Retries + Ratio × first attempts here since lease.FirstAttempts
 //
-// where reserve is MinPerSecond × Window once for the whole fleet. The
-// second rule bounds what a process can grant on stale fleet counts: the
-// retries it grants beyond what its own new first attempts earned, and
-// that the other processes may not have seen yet, are at most allowance.
-// A sync engine passes one sync interval's share of the floor,
-// max(1, MinPerSecond × interval). A negative or NaN allowance counts as 0.
+// where reserve is MinPerSecond × Window once for the whole fleet, and the
+// second rule holds only until lease.Until. The store hands out leases so
+// that the retries pushed plus every process's lease never exceed the
+// fleet's headroom: no process can spend what another was promised, and
+// the fleet's retries stay within one Budget's bound whatever the number
+// of processes (the derivation is in internal/fleet's package doc).
 //
-// SetFleet takes b's lock briefly and never blocks on anything else.
-func (b *Budget) SetFleet(firstAttempts, retries int64, allowance float64) {
-	if !(allowance > 0) {
-		allowance = 0
-	}
+// SetFleet takes b's lock briefly and never blocks on anything else; it
+// reads the clock only on a zero Budget's first use.
+func (b *Budget) SetFleet(firstAttempts, retries int64, lease FleetLease) {
 	b.w.mu.Lock()
+	if b.w.start.IsZero() {
+		b.w.start = time.Now()
+	}
 	b.w.fa.Store(max(firstAttempts, 0))
 	b.w.fb.Store(max(retries, 0))
-	a, r := b.w.a.Load(), b.w.b.Load()
-	f := &b.fleet
-	if !f.shared {
-		f.lastA, f.lastB = a, r
+	b.fleet = fleetMarks{
+		shared: true,
+		lease:  float64(max(lease.Retries, 0)),
+		markA:  lease.FirstAttempts,
+		markB:  lease.Granted,
+		until:  lease.Until.Sub(b.w.start),
 	}
-	f.markA, f.markB = f.lastA, f.lastB
-	f.lastA, f.lastB = a, r
-	f.allowance = allowance
-	f.shared = true
 	b.w.mu.Unlock()
 }
+
+// FleetAsked returns how many retries this Budget was asked for (granted
+// or refused) while shared: a cumulative counter that only grows, by
+// which a sync engine sizes the lease it asks the fleet for. Safe for
+// concurrent use; it does not read the clock.
+func (b *Budget) FleetAsked() int64 { return b.asked.Load() }
 
 // ClearFleet makes b a local budget again, exactly as one that was never
 // shared: its own counts, its own full reserve. A sync engine calls it

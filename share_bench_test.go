@@ -22,7 +22,7 @@ func BenchmarkDoSuccessFleet(b *testing.B) {
 			bud, _ := retry.NewBudget(retry.BudgetConfig{Window: 10 * time.Second})
 			th, _ := retry.NewThrottle(retry.ThrottleConfig{Window: time.Minute})
 			if shared {
-				bud.SetFleet(10000, 100, 1)
+				bud.SetFleet(10000, 100, retry.FleetLease{Retries: 1, Until: time.Now().Add(time.Hour)})
 				th.SetFleet(10000, 9000)
 			}
 			p := retry.Policy{Budget: bud, Throttle: th}

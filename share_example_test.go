@@ -14,12 +14,15 @@ func ExampleBudget_SetFleet() {
 	b, _ := retry.NewBudget(retry.BudgetConfig{Ratio: 0.1, MinPerSecond: 1, Window: 10 * time.Second})
 	fmt.Println(b.Config())
 
-	// The other processes spent 9 of the fleet's reserve of 10 retries.
-	b.SetFleet(0, 9, 5)
+	// The other processes spent 9 of the fleet's reserve of 10 retries,
+	// and the store leased this process 1 of what is left, from its
+	// counts as the sync pushed them.
+	first, retries := b.LocalCounts()
+	b.SetFleet(0, 9, retry.FleetLease{Retries: 1, FirstAttempts: first, Granted: retries, Until: time.Now().Add(time.Second)})
 	fmt.Println(b.AllowRetry(), b.AllowRetry())
 
-	first, retries := b.LocalCounts() // what the engine pushes next
-	fmt.Println(first, retries)
+	first, retries = b.LocalCounts() // what the engine pushes next
+	fmt.Println(first, retries, b.FleetAsked())
 
 	// The store is down: back to a local budget with its own reserve.
 	b.ClearFleet()
@@ -27,7 +30,7 @@ func ExampleBudget_SetFleet() {
 	// Output:
 	// {0.1 1 10s}
 	// true false
-	// 0 1
+	// 0 1 2
 	// true
 }
 

@@ -18,30 +18,30 @@ func TestBudgetFleet(t *testing.T) {
 	})
 	t.Run("fleet retries use the shared reserve", func(t *testing.T) {
 		b, _ := NewBudget(cfg)
-		b.SetFleet(0, 7, 100)
+		b.SetFleet(0, 7, leaseOf(b, 100))
 		if got := grants(b, 100); got != 3 {
 			t.Fatalf("granted %d with 7 fleet retries, want 3", got)
 		}
 	})
 	t.Run("fleet first attempts earn", func(t *testing.T) {
 		b, _ := NewBudget(cfg)
-		b.SetFleet(20, 0, 100) // 0.5 × 20 = 10 more
+		b.SetFleet(20, 0, leaseOf(b, 100)) // 0.5 × 20 = 10 more
 		if got := grants(b, 100); got != 20 {
 			t.Fatalf("granted %d, want 20", got)
 		}
 	})
 	t.Run("negative fleet counts are zero", func(t *testing.T) {
 		b, _ := NewBudget(cfg)
-		b.SetFleet(-5, -5, 100)
+		b.SetFleet(-5, -5, leaseOf(b, 100))
 		if got := grants(b, 100); got != 10 {
 			t.Fatalf("granted %d, want 10", got)
 		}
 	})
-	t.Run("allowance bounds the slack between syncs", func(t *testing.T) {
+	t.Run("the lease bounds what is granted until the next sync", func(t *testing.T) {
 		b, _ := NewBudget(cfg)
-		b.SetFleet(0, 0, 2)
+		b.SetFleet(0, 0, leaseOf(b, 2))
 		if got := grants(b, 100); got != 2 {
-			t.Fatalf("granted %d before the next sync, want the allowance 2", got)
+			t.Fatalf("granted %d before the next sync, want the lease 2", got)
 		}
 		// Own first attempts earn Ratio each, even between syncs.
 		for range 4 {
@@ -50,28 +50,58 @@ func TestBudgetFleet(t *testing.T) {
 		if got := grants(b, 100); got != 2 {
 			t.Fatalf("granted %d after 4 first attempts, want 0.5 × 4 = 2", got)
 		}
-		// The next sync reports this process's 4 retries back as not the
-		// fleet's (the engine subtracts its own); the cap still counts
-		// from the next-to-last sync.
-		b.SetFleet(0, 0, 2)
-		if got := grants(b, 100); got != 0 {
-			t.Fatalf("granted %d one sync later, want 0 (4 of 2+2 used since the next-to-last sync)", got)
+		// A new lease counts from the counts its sync pushed: what was
+		// granted after them counts against it.
+		b.RecordAttempt()
+		b.RecordAttempt()
+		l := leaseOf(b, 3)
+		if got := grants(b, 1); got != 1 { // between the read and SetFleet: the old lease's
+			t.Fatalf("granted %d of the old lease's last retry", got)
 		}
-		b.SetFleet(0, 0, 2)
+		b.SetFleet(0, 0, l)
 		if got := grants(b, 100); got != 2 {
-			t.Fatalf("granted %d two syncs later, want 2", got)
+			t.Fatalf("granted %d on a lease of 3 with 1 granted since its counts, want 2", got)
+		}
+		b.SetFleet(0, 0, leaseOf(b, 0))
+		if got := grants(b, 100); got != 0 {
+			t.Fatalf("granted %d on a lease of 0, want 0", got)
 		}
 	})
-	t.Run("NaN allowance is zero", func(t *testing.T) {
+	t.Run("a lease ends at Until", func(t *testing.T) {
 		b, _ := NewBudget(cfg)
-		b.SetFleet(0, 0, math.NaN())
+		l := leaseOf(b, 5)
+		l.Until = time.Now().Add(-time.Millisecond)
+		b.SetFleet(0, 0, l)
+		if got := grants(b, 100); got != 0 {
+			t.Fatalf("granted %d on an ended lease, want 0", got)
+		}
+		var zero Budget // the zero Budget starts its clock at SetFleet
+		zero.SetFleet(0, 0, leaseOf(&zero, 5))
+		if got := grants(&zero, 100); got != 5 {
+			t.Fatalf("zero Budget granted %d on a lease of 5", got)
+		}
+	})
+	t.Run("negative lease is zero", func(t *testing.T) {
+		b, _ := NewBudget(cfg)
+		b.SetFleet(0, 0, leaseOf(b, -3))
 		if got := grants(b, 100); got != 0 {
 			t.Fatalf("granted %d, want 0", got)
 		}
 	})
+	t.Run("asked counts every decision while shared", func(t *testing.T) {
+		b, _ := NewBudget(cfg)
+		grants(b, 3) // local: not counted
+		b.SetFleet(0, 0, leaseOf(b, 2))
+		if got := grants(b, 3); got != 2 { // 2 granted, 1 refused
+			t.Fatalf("granted %d on a lease of 2", got)
+		}
+		if n := b.FleetAsked(); n != 3 {
+			t.Fatalf("FleetAsked = %d, want 3", n)
+		}
+	})
 	t.Run("clear restores the local budget", func(t *testing.T) {
 		b, _ := NewBudget(cfg)
-		b.SetFleet(0, 100, 100)
+		b.SetFleet(0, 100, leaseOf(b, 100))
 		if grants(b, 100) != 0 {
 			t.Fatal("granted with the fleet reserve spent")
 		}
@@ -82,7 +112,7 @@ func TestBudgetFleet(t *testing.T) {
 	})
 	t.Run("zero budget", func(t *testing.T) {
 		var b Budget
-		b.SetFleet(0, 8, 100)
+		b.SetFleet(0, 8, leaseOf(&b, 100))
 		if got := grants(&b, 100); got != 2 {
 			t.Fatalf("zero Budget granted %d, want 10-8", got)
 		}
@@ -97,6 +127,13 @@ func TestBudgetFleet(t *testing.T) {
 			t.Fatalf("LocalCounts = %d, %d; want 3, 2", a, r)
 		}
 	})
+}
+
+// leaseOf returns a lease of n retries from b's current counts, for an
+// hour.
+func leaseOf(b *Budget, n int64) FleetLease {
+	a, r := b.LocalCounts()
+	return FleetLease{Retries: n, FirstAttempts: a, Granted: r, Until: time.Now().Add(time.Hour)}
 }
 
 func TestBudgetConfigResolved(t *testing.T) {
@@ -162,7 +199,7 @@ func TestThrottleFleet(t *testing.T) {
 // reserve, and grants it after ClearFleet.
 func TestDoSharedBudget(t *testing.T) {
 	b, _ := NewBudget(BudgetConfig{Ratio: -1, MinPerSecond: 1, Window: time.Second})
-	b.SetFleet(0, 1, 10)
+	b.SetFleet(0, 1, leaseOf(b, 10))
 	p := Policy{Initial: Immediate, MaxAttempts: 2, Budget: b}
 	fail := errors.New("fail")
 	err := Do(context.Background(), p, func(context.Context) error { return fail })

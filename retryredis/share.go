@@ -2,6 +2,8 @@ package retryredis
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,9 +37,10 @@ func (o shareOption) applyShare(c *fleet.Config) { o(c) }
 
 // WithSyncInterval sets the time between two syncs with Redis. Default
 // 100 ms (10 syncs per second per Share, the most allowed); shorter
-// intervals are refused. Longer intervals mean less traffic and a larger
-// slack: each process may grant max(1, MinPerSecond × interval) retries
-// that the others have not seen yet.
+// intervals are refused. Longer intervals mean less traffic, and slower
+// leases: each sync hands the process its lease of the fleet's headroom
+// (sized to the retries it asked for since the last sync), so a process
+// whose lease is spent refuses retries until its next sync.
 func WithSyncInterval(d time.Duration) ShareOption {
 	return shareOption(func(c *fleet.Config) { c.Interval = d })
 }
@@ -62,7 +65,10 @@ func WithLogger(l *slog.Logger) ShareOption {
 // with the same prefix and the same Budget Window on the same server: the
 // Budget then refuses retries once the whole fleet's retries reach Ratio
 // × the whole fleet's first attempts + MinPerSecond × Window, so the floor
-// is one floor for the fleet, not one per process.
+// is one floor for the fleet, not one per process. Each sync the server
+// hands the process a lease, its share of what is left (see the README's
+// "Sharing a budget across a fleet"); it grants retries from that lease
+// and from Ratio × its own first attempts since the sync.
 //
 // client is any go-redis client (*redis.Client, *redis.ClusterClient,
 // *redis.Ring, a failover client) as the caller configured it, also one
@@ -150,9 +156,12 @@ type store struct{ c redis.Scripter }
 
 // newStore returns the store of client, whose syncs bypass the hook of
 // Instrument if the client has it, now or later (see bypass).
-func newStore(client redis.Scripter) store {
+func newStore(client redis.Scripter) fleet.Store {
 	if _, ok := client.(*redis.Client); ok {
 		sharing.Store(true)
+	}
+	if r, ok := client.(*redis.Ring); ok {
+		return &ringStore{r: r}
 	}
 	return store{client}
 }
@@ -169,6 +178,48 @@ func (s store) EvalSHA(ctx context.Context, sha string, keys, args []string) ([]
 		argv[i] = a
 	}
 	v, err := s.c.EvalSha(ctx, sha, keys, argv...).Int64Slice()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		return nil, fmt.Errorf("%w: %w", fleet.ErrNoScript, err)
+	}
+	return v, err
+}
+
+// ringStore adapts a *redis.Ring. A Ring sends a command without a key,
+// such as SCRIPT LOAD, to a random shard, while EVALSHA goes to the shard
+// of its first key: the script is loaded on that shard instead, and
+// loaded again there within the same call when the shard answers
+// NOSCRIPT (a shard restarted, or the keys moved to another shard).
+type ringStore struct {
+	r      *redis.Ring
+	script string // set by Load; used by the one sync goroutine
+}
+
+// Load computes the script's SHA-1; the script is loaded on the keys'
+// shard by the first EvalSHA.
+func (s *ringStore) Load(_ context.Context, script string) (string, error) {
+	s.script = script
+	sum := sha1.Sum([]byte(script))
+	return hex.EncodeToString(sum[:]), nil
+}
+
+func (s *ringStore) EvalSHA(ctx context.Context, sha string, keys, args []string) ([]int64, error) {
+	ctx = context.WithValue(ctx, shareKey{}, true)
+	argv := make([]any, len(args))
+	for i, a := range args {
+		argv[i] = a
+	}
+	v, err := s.r.EvalSha(ctx, sha, keys, argv...).Int64Slice()
+	if err == nil || !redis.HasErrorPrefix(err, "NOSCRIPT") || s.script == "" {
+		return v, err
+	}
+	shard, err := s.r.GetShardClientForKey(keys[0])
+	if err != nil {
+		return nil, err
+	}
+	if err := shard.ScriptLoad(ctx, s.script).Err(); err != nil {
+		return nil, err
+	}
+	v, err = s.r.EvalSha(ctx, sha, keys, argv...).Int64Slice()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		return nil, fmt.Errorf("%w: %w", fleet.ErrNoScript, err)
 	}

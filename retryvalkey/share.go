@@ -35,9 +35,10 @@ func (o shareOption) applyShare(c *fleet.Config) { o(c) }
 
 // WithSyncInterval sets the time between two syncs with the server. Default
 // 100 ms (10 syncs per second per Share, the most allowed); shorter
-// intervals are refused. Longer intervals mean less traffic and a larger
-// slack: each process may grant max(1, MinPerSecond × interval) retries
-// that the others have not seen yet.
+// intervals are refused. Longer intervals mean less traffic, and slower
+// leases: each sync hands the process its lease of the fleet's headroom
+// (sized to the retries it asked for since the last sync), so a process
+// whose lease is spent refuses retries until its next sync.
 func WithSyncInterval(d time.Duration) ShareOption {
 	return shareOption(func(c *fleet.Config) { c.Interval = d })
 }
@@ -62,7 +63,10 @@ func WithLogger(l *slog.Logger) ShareOption {
 // with the same prefix and the same Budget Window on the same server: the
 // Budget then refuses retries once the whole fleet's retries reach Ratio
 // × the whole fleet's first attempts + MinPerSecond × Window, so the floor
-// is one floor for the fleet, not one per process.
+// is one floor for the fleet, not one per process. Each sync the server
+// hands the process a lease, its share of what is left (see the README's
+// "Sharing a budget across a fleet"); it grants retries from that lease
+// and from Ratio × its own first attempts since the sync.
 //
 // client is a valkey.Client (standalone, cluster or Sentinel) as the
 // caller configured it, also one that NewClient returned: the syncs skip

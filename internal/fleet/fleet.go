@@ -99,7 +99,7 @@ func (c *Config) resolve() error {
 // counter is what the engine syncs: a Budget or a Throttle.
 type counter interface {
 	local() (a, b int64)
-	set(a, b int64)
+	set(a, b int64, l retry.FleetLease)
 	clear()
 }
 
@@ -135,20 +135,17 @@ func tokenFor[T any](o *T, t string) string {
 // local events as the fleet's).
 var active sync.Map
 
-type budgetCounter struct {
-	b         *retry.Budget
-	allowance float64
-}
+type budgetCounter struct{ b *retry.Budget }
 
-func (c budgetCounter) local() (int64, int64) { return c.b.LocalCounts() }
-func (c budgetCounter) set(a, b int64)        { c.b.SetFleet(a, b, c.allowance) }
-func (c budgetCounter) clear()                { c.b.ClearFleet() }
+func (c budgetCounter) local() (int64, int64)              { return c.b.LocalCounts() }
+func (c budgetCounter) set(a, b int64, l retry.FleetLease) { c.b.SetFleet(a, b, l) }
+func (c budgetCounter) clear()                             { c.b.ClearFleet() }
 
 type throttleCounter struct{ t *retry.Throttle }
 
-func (c throttleCounter) local() (int64, int64) { return c.t.LocalCounts() }
-func (c throttleCounter) set(a, b int64)        { c.t.SetFleet(a, b) }
-func (c throttleCounter) clear()                { c.t.ClearFleet() }
+func (c throttleCounter) local() (int64, int64)              { return c.t.LocalCounts() }
+func (c throttleCounter) set(a, b int64, _ retry.FleetLease) { c.t.SetFleet(a, b) }
+func (c throttleCounter) clear()                             { c.t.ClearFleet() }
 
 // Engine syncs one Budget or Throttle. Get one with [StartBudget] or
 // [StartThrottle]; stop it with Close.
@@ -172,11 +169,22 @@ type Engine struct {
 	token string
 	mark  string // the mark key, the last of every sync's keys
 
+	// A Budget's lease (see [Script]); budget is nil for a Throttle.
+	budget             *retry.Budget
+	reserve, ratio     float64 // the Budget's, resolved (ratio ≥ 0)
+	leaseKeys          [2]string
+	life               time.Duration // how long a lease holds (see leaseLife), at most a day
+	lease              retry.FleetLease
+	leased             bool    // lease is in force: the last sync succeeded
+	askedAt            int64   // FleetAsked as of the last successful sync
+	asked              int64   // FleetAsked as read for the current sync
+	demand, demandNext float64 // retries asked per sync, decayed (see leaseArgs)
+
 	// Owned by the sync goroutine.
 	sha              string
 	pushedA, pushedB int64 // local cumulative counts known to be pushed
 	lastOK           time.Time
-	keyBuf           [slots + 1]string
+	keyBuf           [slots + 3]string
 	badLogged        bool
 	localLogged      bool            // the switch to local was logged, not yet the way back
 	inflight         chan evalResult // a store call given up on, until it ends
@@ -200,9 +208,7 @@ func StartBudget(cfg Config, s Store, b *retry.Budget) (*Engine, error) {
 	if err := cfg.resolve(); err != nil {
 		return nil, err
 	}
-	bc := b.Config()
-	allowance := max(1, bc.MinPerSecond*cfg.Interval.Seconds())
-	return start(cfg, s, budgetCounter{b, allowance}, "budget", bc.Window, b)
+	return start(cfg, s, budgetCounter{b}, "budget", b.Config().Window, b)
 }
 
 // StartThrottle starts syncing t under cfg.Prefix. The Throttle stays
@@ -237,6 +243,18 @@ func start(cfg Config, s Store, c counter, kind string, window time.Duration, ob
 	// too long (the store is down at start) are dropped like any others.
 	e.lastOK = time.Now()
 	e.mark = keyBase(cfg.Prefix, kind, window) + "p:" + e.token
+	if b, ok := obj.(*retry.Budget); ok {
+		bc := b.Config()
+		e.budget = b
+		e.reserve = max(bc.MinPerSecond, 0) * bc.Window.Seconds()
+		e.ratio = max(bc.Ratio, 0)
+		base := keyBase(cfg.Prefix, kind, window)
+		e.leaseKeys = [2]string{base + "lease", base + "lease:exp"}
+		// At most a day: a process that syncs less often refuses what
+		// its lease does not cover once the lease has ended.
+		e.life = min(leaseLife(cfg), 24*time.Hour)
+		e.askedAt = b.FleetAsked()
+	}
 	go e.run()
 	return e, nil
 }
@@ -325,12 +343,12 @@ func (e *Engine) syncOnce() {
 		// Counts that could not be pushed for more than a slot beyond a
 		// regular sync's lateness (one interval, or two when a slot is
 		// shorter than an interval: scheduling jitter) would be dated too
-		// late: the store was down. For a Budget, late first attempts
-		// would earn credit for too long: drop them, but push the retries
-		// (late retries only make the fleet stricter). For a Throttle,
-		// drop both: they describe a past the fleet has moved on from.
-		dropA = true
-		dropB = e.kind == "throttle"
+		// late: the store was down. Drop both: late first attempts would
+		// earn credit for too long, and late retries, dated now, would
+		// hold the fleet's headroom for a whole window after the store is
+		// back (no retries while first attempts flow). What the process
+		// did while local is bounded as a local Budget is.
+		dropA, dropB = true, true
 	}
 	var reply []int64
 	var err error
@@ -347,10 +365,19 @@ func (e *Engine) syncOnce() {
 		err = fmt.Errorf("%s: sync: an earlier sync is still waiting for the server", e.cfg.Name)
 	} else {
 		keys := append(append(e.keyBuf[:0], e.keys(k)...), e.mark)
-		reply, err = e.evalWithin(ctx, keys, la, lb, dropA, dropB)
+		args := e.args(la, lb, dropA, dropB)
+		if e.budget != nil {
+			keys = append(keys, e.leaseKeys[:]...)
+			args = append(args, e.leaseArgs(now, la, lb)...)
+		}
+		reply, err = e.evalWithin(ctx, keys, args)
 	}
-	if err == nil && len(reply) != 1+2*slots {
-		err = fmt.Errorf("%s: sync script answered %d values, want %d", e.cfg.Name, len(reply), 1+2*slots)
+	want := 1 + 2*slots
+	if e.budget != nil {
+		want++
+	}
+	if err == nil && len(reply) != want {
+		err = fmt.Errorf("%s: sync script answered %d values, want %d", e.cfg.Name, len(reply), want)
 	}
 	if err != nil {
 		e.failures.Add(1)
@@ -358,6 +385,7 @@ func (e *Engine) syncOnce() {
 			e.ctr.clear()
 			e.switches.Add(1)
 		}
+		e.leased = false
 		if !e.localLogged && e.ctx.Err() == nil {
 			e.localLogged = true
 			e.cfg.Logger.Warn(e.cfg.Name+": shared "+e.what+" store unavailable; deciding locally until it is back",
@@ -379,12 +407,19 @@ func (e *Engine) syncOnce() {
 		ra = addCount(ra, ta)
 		rb = addCount(rb, tb)
 	}
+	var lease retry.FleetLease
+	if e.budget != nil {
+		lease = retry.FleetLease{Retries: max(reply[1+2*slots], 0), FirstAttempts: la, Granted: lb, Until: now.Add(e.life)}
+		bad = bad || reply[1+2*slots] < 0
+		e.lease, e.leased = lease, true
+		e.askedAt, e.demand = e.asked, e.demandNext
+	}
 	if bad && !e.badLogged {
 		e.cfg.Logger.Error(e.cfg.Name+": data under the key prefix that this "+e.what+" did not write; ignored",
 			"prefix", e.cfg.Prefix, "keys", e.keys(k)[0]+" and older")
 	}
 	e.badLogged = bad
-	e.ctr.set(ra, rb)
+	e.ctr.set(ra, rb, lease)
 	e.syncs.Add(1)
 	e.shared.Store(true)
 	if e.localLogged {
@@ -418,8 +453,7 @@ type evalResult struct {
 // Close does not wait for the server. A call given up on is left to end by
 // itself (e.inflight); until it has, no other is made, and what it pushed
 // is not pushed again (the script's mark key).
-func (e *Engine) evalWithin(ctx context.Context, keys []string, la, lb int64, dropA, dropB bool) ([]int64, error) {
-	args := e.args(la, lb, dropA, dropB)
+func (e *Engine) evalWithin(ctx context.Context, keys, args []string) ([]int64, error) {
 	ch := make(chan evalResult, 1)
 	go func() {
 		reply, err := e.eval(ctx, keys, args)
@@ -450,6 +484,44 @@ func (e *Engine) args(la, lb int64, dropA, dropB bool) []string {
 	}
 	return []string{strconv.FormatInt(la, 10), strconv.FormatInt(lb, 10), strconv.FormatInt(ttl.Milliseconds()+1, 10),
 		e.token, flag(dropA), flag(dropB), strconv.FormatInt(e.pushedA, 10), strconv.FormatInt(e.pushedB, 10)}
+}
+
+// leaseLife is how long a lease holds: until the next sync has had its
+// timeout, plus one interval of scheduling lateness.
+func leaseLife(c Config) time.Duration {
+	if c.Interval > (math.MaxInt64-c.Timeout)/2 {
+		return math.MaxInt64
+	}
+	return 2*c.Interval + c.Timeout
+}
+
+// leaseArgs returns a Budget's lease arguments of the script for a sync
+// made at now with the cumulative local counts la and lb: the fleet's
+// reserve and ratio, the clock and the expiry of this process's hold in
+// Unix ms, its demand, and what its current lease may still grant until
+// the next SetFleet (the least its hold may be).
+//
+// The demand is the retries it asked for (granted or refused) in the
+// last sync interval, or, if more, its earlier demand decayed by a tenth
+// per sync: a process whose calls come less often than its syncs (one
+// every other interval) would otherwise be leased retries in the
+// intervals after it asked and none in those it asks in. It falls below
+// one half, and the lease to the fair share, some 17 syncs after the last
+// ask.
+func (e *Engine) leaseArgs(now time.Time, la, lb int64) []string {
+	e.asked = e.budget.FleetAsked()
+	e.demandNext = max(float64(max(e.asked-e.askedAt, 0)), 0.9*e.demand)
+	var rest float64
+	if l := e.lease; e.leased && now.Before(l.Until) {
+		rest = max(0, math.Floor(float64(l.Retries)+e.ratio*float64(la-l.FirstAttempts)-float64(lb-l.Granted)))
+	}
+	// Other processes' clocks may be up to a slot ahead (the slot keys
+	// need that much agreement anyway): the store keeps the hold that
+	// much longer than the process uses its lease.
+	exp := now.Add(e.life + min(e.slot, time.Hour))
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	return []string{f(e.reserve), f(e.ratio), strconv.FormatInt(now.UnixMilli(), 10), strconv.FormatInt(exp.UnixMilli()+1, 10),
+		f(math.Round(e.demandNext)), f(rest)}
 }
 
 // eval runs the script, loading it first if needed and again on NOSCRIPT.

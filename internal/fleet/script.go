@@ -30,10 +30,28 @@ package fleet
 // before anything is written: no count of a slot with such a value is
 // changed (the first integer of the reply is 0; only its TTL is renewed).
 //
-// Every key the script writes gets the TTL, so nothing outlives two
-// windows; it never writes a key of another type.
+// For a Budget, two more KEYS follow the mark key: the lease hash (each
+// live process's hold under its token, their sum in "total") and the
+// sorted set of the holds' expiries; and ARGV[9] to ARGV[14] are the
+// fleet's reserve and ratio, the process's clock and its hold's expiry in
+// Unix ms, the retries it asked for since its last sync, and what its
+// current lease can still grant. The script purges expired holds, hands
+// the process the lease min(⌊free⌋, max(demand, ⌊headroom / live
+// processes⌋)), where headroom is reserve + ratio × the window's first
+// attempts − its retries and free is headroom − the other processes'
+// holds (0 when the counts were not added); when that is 0 and the
+// process held nothing, 1 (so that single retries go round a quiet fleet
+// larger than its headroom). It records the hold max(lease, what the
+// current lease can still grant), and appends the lease to the reply (-1
+// for lease keys that are not its data). A lease and a hold are at most
+// 10⁹, so that they stay counts as HINCRBY writes them.
+//
+// Every key the script writes gets the TTL (the lease keys, the TTL plus
+// the hold's remaining life), so nothing outlives two windows; it never
+// writes a key of another type.
 const Script = `
-local n = #KEYS - 1
+local n, lk, lz = #KEYS - 1, nil, nil
+if ARGV[9] then n, lk, lz = #KEYS - 3, KEYS[#KEYS - 1], KEYS[#KEYS] end
 local cur, mk = KEYS[1], KEYS[n + 1]
 local la, lb, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local fa, fb = ARGV[4] .. ':a', ARGV[4] .. ':b'
@@ -74,6 +92,7 @@ if t == 'none' or t == 'hash' then
   if redis.call('EXISTS', cur) == 1 then redis.call('PEXPIRE', cur, ttl) end
 end
 local out = {pushed}
+local ta, tb = 0, 0
 for i = 1, n do
   local k = KEYS[i]
   local a, b = 0, 0
@@ -81,6 +100,7 @@ for i = 1, n do
   if kt == 'hash' then
     local v = redis.call('HMGET', k, 'a', 'b', fa, fb)
     a, b = count(v[1]), count(v[2])
+    ta, tb = ta + math.max(a, 0), tb + math.max(b, 0)
     local oa, ob = math.max(count(v[3]), 0), math.max(count(v[4]), 0)
     if a >= 0 then a = math.max(a - oa, 0) end
     if b >= 0 then b = math.max(b - ob, 0) end
@@ -89,6 +109,41 @@ for i = 1, n do
   end
   out[2*i] = a
   out[2*i+1] = b
+end
+if lk then
+  local lease = -1
+  local ht, zt = redis.call('TYPE', lk)['ok'], redis.call('TYPE', lz)['ok']
+  if (ht == 'none' or ht == 'hash') and (zt == 'none' or zt == 'zset') then
+    local now, exp = tonumber(ARGV[11]), tonumber(ARGV[12])
+    local tok = ARGV[4]
+    local total = count(redis.call('HGET', lk, 'total'))
+    local mine = count(redis.call('HGET', lk, tok))
+    if total >= 0 and mine >= 0 then
+      for _, g in ipairs(redis.call('ZRANGEBYSCORE', lz, '-inf', '(' .. ARGV[11])) do
+        if g ~= tok then total = total - math.max(count(redis.call('HGET', lk, g)), 0) end
+        redis.call('HDEL', lk, g)
+        redis.call('ZREM', lz, g)
+      end
+      total = math.max(total - mine, 0)
+      lease = 0
+      local head = tonumber(ARGV[9]) + tonumber(ARGV[10]) * ta - tb
+      local free = math.floor(head - total)
+      if pushed == 1 and free > 0 then
+        local live = redis.call('ZCARD', lz)
+        if not redis.call('ZSCORE', lz, tok) then live = live + 1 end
+        local want = math.max(tonumber(ARGV[13]), math.floor(head / live))
+        if want == 0 and mine == 0 then want = 1 end
+        lease = math.min(free, want, 1e9)
+      end
+      local hold = math.min(math.max(lease, tonumber(ARGV[14])), 1e9)
+      redis.call('HSET', lk, tok, hold, 'total', total + hold)
+      redis.call('ZADD', lz, exp, tok)
+      local lttl = ttl + math.max(exp - now, 0)
+      redis.call('PEXPIRE', lk, lttl)
+      redis.call('PEXPIRE', lz, lttl)
+    end
+  end
+  out[2*n+2] = lease
 end
 return out
 `

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -335,3 +336,43 @@ func waitForSyncs(e *Engine, n int64) bool {
 	}
 	return false
 }
+
+// A reserve of 10¹⁵ retries (MinPerSecond 10¹⁴, valid): Lua writes a
+// number of 10¹⁴ or more as "1e+15", which is not a count, so the next
+// sync read the process's own hold as foreign data, logged it and leased
+// nothing. Leases and holds are capped at 10⁹.
+func TestHugeReserveLease(t *testing.T) {
+	srv := redistest.Start(t)
+	synctest.Test(t, func(t *testing.T) {
+		var logs strings.Builder
+		var mu sync.Mutex
+		log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return logs.Write(p)
+		}), nil))
+		b, _ := retry.NewBudget(retry.BudgetConfig{Ratio: -1, MinPerSecond: 1e14, Window: 10 * time.Second})
+		e, err := StartBudget(Config{Name: "x", Prefix: "huge", Logger: log}, srvStore{srv: srv}, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		if !waitForSyncs(e, 3) {
+			t.Fatal("no syncs")
+		}
+		n := 0
+		for n < 1000 && b.AllowRetry() {
+			n++
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if n != 1000 || strings.Contains(logs.String(), "did not write") {
+			syncs, failures, _ := e.Stats()
+			t.Errorf("granted %d of 1000 with a reserve of 10¹⁵ (%d syncs, %d failed); log:\n%s", n, syncs, failures, logs.String())
+		}
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -83,8 +83,8 @@ func ShareBudgetTwoProcesses(t *testing.T, dial Dialer) {
 	if !WaitFor(time.Second, func() bool { return s1.Shared() && s2.Shared() }) {
 		t.Fatal("shares did not join")
 	}
-	// b1 may grant its allowance, max(1, 1 × 0.1 s) = 1, per two syncs:
-	// spend 6 of the shared 10 over a few syncs.
+	// b1 grants from its lease, sized to what it asked for since its last
+	// sync: spend 6 of the shared 10 over a few syncs.
 	got1 := 0
 	for end := time.Now().Add(3 * time.Second); got1 < 6 && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		got1 += Grant(b1, 6-got1)
@@ -169,6 +169,8 @@ func ShareForeignData(t *testing.T, dial Dialer) {
 			srv.Do("HSET", key, "a", "1e400", "b", "2.5")
 		}
 	}
+	// And a lease key of another type: no lease, never overwritten.
+	srv.Do("SET", "{bad}:budget:w2000:lease", "mine")
 	s, err := dial(t, srv.Addr()).ShareBudget("bad", b, ShareOptions{Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -186,6 +188,9 @@ func ShareForeignData(t *testing.T, dial Dialer) {
 	// The foreign string keys were not overwritten.
 	if v, _ := srv.Do("GET", "{bad}:budget:w2000:"+itoa(k)); v != "hello" {
 		t.Fatalf("foreign key overwritten: %q", v)
+	}
+	if v, _ := srv.Do("GET", "{bad}:budget:w2000:lease"); v != "mine" {
+		t.Fatalf("foreign lease key overwritten: %q", v)
 	}
 }
 
