@@ -408,7 +408,7 @@ func runSimulateOpen(ctx context.Context, cmd *cobra.Command, o *simOptions, oo 
 func (oo *openOptions) title(s sim.OpenScenario) string {
 	t := fmt.Sprintf("%.0f calls/s (%v), server %.0f/s, timeout %v", s.Rate, s.Arrivals, s.ServiceRate, s.Timeout)
 	if s.TriggerFor > 0 {
-		t += fmt.Sprintf(", trigger %v at %.2g from %v", s.TriggerFor, s.TriggerCapacity, s.TriggerAt)
+		t += fmt.Sprintf(", capacity × %.2g for %v from %v", s.TriggerCapacity, s.TriggerFor, s.TriggerAt)
 	}
 	if oo.scenario != "" {
 		t = oo.scenario + ": " + t
