@@ -62,6 +62,9 @@ step "sim and retry simulate: the full-scale open-model runs (Huang's published 
 go test -count=1 -run 'Open|Huang' ./sim/
 (cd cmd/retry && go test -count=1 -run 'SimulateOpen' .)
 
+step "examples/metastable: a metastable retry storm over loopback, next to sim's prediction (fails unless plain resends stay stuck, Budget and Throttle recover, and each verdict matches the simulator's)"
+(cd examples/metastable && go run .)
+
 step "examples/otel: retry metrics through the OpenTelemetry Prometheus exporter (loopback; fails without the retry series)"
 (cd examples/otel && go run .)
 
