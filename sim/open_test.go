@@ -370,3 +370,20 @@ func TestNamedOpenScenario(t *testing.T) {
 		t.Errorf("unknown scenario: %v", err)
 	}
 }
+
+// Recovery needs RecoveryTail of run left after its point: the same
+// healthy end, cut 30 s after the trigger, does not count.
+func TestOpenRecoveryNeedsTail(t *testing.T) {
+	s := sim.OpenScenario{Rate: 100, ServiceRate: 200, Timeout: time.Second, TriggerAt: 10 * time.Second,
+		TriggerFor: 10 * time.Second, Duration: 90 * time.Second, Policy: retry.Policy{MaxAttempts: 1}}
+	long := runOpen(t, s)
+	s.Duration = 20*time.Second + sim.RecoveryTail + long.RecoveryTime - time.Second
+	short := runOpen(t, s)
+	if !long.Recovered || short.Recovered || long.TriggerEnd != 20*time.Second {
+		t.Errorf("90 s run: recovered %v after %v; cut %v: recovered %v", long.Recovered, long.RecoveryTime, s.Duration, short.Recovered)
+	}
+	s.Duration += time.Second
+	if r := runOpen(t, s); !r.Recovered || r.RecoveryTime != long.RecoveryTime {
+		t.Errorf("run of %v: recovered %v after %v, want after %v", s.Duration, r.Recovered, r.RecoveryTime, long.RecoveryTime)
+	}
+}
