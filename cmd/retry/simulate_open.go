@@ -544,7 +544,11 @@ func parseSweep(spec string) (*sweep, error) {
 		}
 		ax := sweepAxis{name: name}
 		for k := 0; k < int(n); k++ {
-			ax.values = append(ax.values, math.Round((lo+float64(k)*step)*1e9)/1e9) // no 0.30000000000000004
+			v := math.Round((lo+float64(k)*step)*1e9) / 1e9 // no 0.30000000000000004
+			if k > 0 && !(v > ax.values[k-1]) {
+				return nil, bad("axis %s: STEP %v is too small for values near %v", name, step, v)
+			}
+			ax.values = append(ax.values, v)
 		}
 		sw.axes[i] = ax
 	}
