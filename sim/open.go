@@ -149,7 +149,11 @@ type OpenScenario struct {
 	// Budget, if not nil, is a retry budget with retry.Budget's rule in
 	// virtual time, as Scenario.Budget; one per process unless
 	// SharedBudget. Nil means none.
-	Budget       *retry.BudgetConfig
+	Budget *retry.BudgetConfig
+
+	// SharedBudget makes the processes draw on one Budget for the whole
+	// fleet (exact fleet-wide counts) instead of one each. It needs a
+	// Budget.
 	SharedBudget bool
 
 	// Throttle, if not nil, is adaptive client-side throttling with
@@ -161,7 +165,11 @@ type OpenScenario struct {
 	// rule); a locally rejected attempt fails at once, as retry.Do's
 	// ErrThrottled. One per process unless SharedThrottle (a fleet-wide
 	// count with no sync delay). Accepted must be nil. Nil means none.
-	Throttle       *retry.ThrottleConfig
+	Throttle *retry.ThrottleConfig
+
+	// SharedThrottle makes the processes share one Throttle, counting the
+	// requests and accepts of the whole fleet, instead of one each. It
+	// needs a Throttle.
 	SharedThrottle bool
 }
 

@@ -74,7 +74,7 @@ waits) exceeds --max-memory is refused before it starts.
 With --model open (or --scenario bronson|huang) it runs the open-system model of metastable failures
 instead: calls arriving at --rate, a FIFO server at --service-rate, a client --timeout, a trigger that
 cuts capacity; --compare then names remedies (policy, plain, no-retry, retries2, backoff, budget,
-throttle, drop-expired, aws) and --sweep draws a phase diagram.`,
+throttle, drop-expired, aws) or jitters, and --sweep draws a phase diagram.`,
 		Example: `  retry simulate --clients 10000 --capacity 100 --outage 10s --compare none,full,equal,decorrelated --out herd.png
   retry simulate --model contention --clients 100 --trials 100 --initial 10ms --max-delay 2s --attempts -1 --compare full,equal,decorrelated,none
   retry simulate --clients 10000 --start-window 60s --outage 1000h --attempts -1 --max-elapsed 60s --processes 100 --budget shared

@@ -259,7 +259,14 @@ func (oo *openOptions) strategy(name string, base sim.OpenScenario, o *simOption
 		c := retry.AWSRetryQuota().Config()
 		s.Budget, s.SharedBudget = &c, o.budget == "shared"
 	default:
-		return s, usagef("simulate: --compare: unknown strategy %q for the open model (want %s)", name, strings.Join(openStrategies, ", "))
+		// A jitter, as --compare takes in the other models: the plain
+		// policy with that jitter.
+		j, err := parseStrategy(name)
+		if err != nil {
+			return s, usagef("simulate: --compare: unknown strategy %q for the open model (want %s, or a jitter: %s)",
+				name, strings.Join(openStrategies, ", "), "none, full, equal, decorrelated, additive[:MAX], proportional:F")
+		}
+		s.Policy.Jitter = j
 	}
 	if oo.throttleWindow < time.Millisecond {
 		return s, usagef("simulate: --throttle-window %v: want at least 1ms", oo.throttleWindow)

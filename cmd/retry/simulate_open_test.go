@@ -59,6 +59,12 @@ func TestSimulateOpenBronsonJSON(t *testing.T) {
 			t.Errorf("%v: recovered %v, want %v", rows[i]["strategy"], rows[i]["recovered"], want)
 		}
 	}
+	// A jitter names the plain policy with it: full jitter on 1 s waits
+	// spreads Bronson's one resend, which still doubles the load.
+	if j := openRows(t, "--scenario", "bronson", "--compare", "full", "--initial", "1s")[0]; j["strategy"] != "full" ||
+		j["recovered"] != false || math.Abs(j["offered_per_second"].(float64)-560) > 56 {
+		t.Errorf("full jitter: %v", j)
+	}
 	if s, ok := rows[2]["recovery_seconds"].(float64); !ok || s < 60 {
 		t.Errorf("no-retry recovery_seconds %v, want over a minute (the backlog drains at 20/s)", rows[2]["recovery_seconds"])
 	}
