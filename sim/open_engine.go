@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/retrykit/retry"
 )
 
 // call is one call of the open model, with the attempt it has in flight,
@@ -192,14 +194,8 @@ func errInFlight() error {
 
 func (e *openEngine) run() error {
 	for {
-		e.steps++
-		if e.steps&0xfff == 0 {
-			if err := e.ctx.Err(); err != nil {
-				return err
-			}
-			if float64(e.attempt) > MaxRequests {
-				return errWork()
-			}
+		if err := e.tick(); err != nil {
+			return err
 		}
 		tc, tt, tr := int64(never), int64(never), int64(never)
 		if e.busy {
@@ -249,6 +245,22 @@ func (e *openEngine) run() error {
 	q := e.queueLen()
 	for ; e.cur < len(e.series); e.cur++ {
 		e.series[e.cur].Queue = q
+	}
+	return nil
+}
+
+// tick counts one step (an event, or an attempt made at once); every few
+// thousand it returns ctx's error, or errWork once the run has made more
+// than MaxRequests attempts.
+func (e *openEngine) tick() error {
+	e.steps++
+	if e.steps&0xfff == 0 {
+		if err := e.ctx.Err(); err != nil {
+			return err
+		}
+		if float64(e.attempt) > MaxRequests {
+			return errWork()
+		}
 	}
 	return nil
 }
@@ -399,6 +411,21 @@ func (e *openEngine) failed(c call, now int64) error {
 			c.t = addSat(now, int64(d))
 			e.pushRetry(c)
 			return e.checkInFlight()
+		}
+		if e.s.QueueLimit > 0 && e.queueLen() >= int64(e.s.QueueLimit) && !e.throttle.on && !e.budget.on &&
+			p.Initial == retry.Immediate {
+			// Every attempt left meets the same full queue at this instant
+			// (nothing else happens meanwhile): count them in one step.
+			more := int64(e.maxAttempts - c.calls)
+			sl := e.slot(now)
+			sl.Sent += more
+			sl.Rejected += more
+			e.attempt += more
+			e.gaveUp++
+			return nil
+		}
+		if err := e.tick(); err != nil { // a call may resend at one instant up to MaxAttempts times
+			return err
 		}
 		ok, err := e.send(&c, now)
 		if ok || err != nil {

@@ -387,3 +387,33 @@ func TestOpenRecoveryNeedsTail(t *testing.T) {
 		t.Errorf("run of %v: recovered %v after %v, want after %v", s.Duration, r.Recovered, r.RecoveryTime, long.RecoveryTime)
 	}
 }
+
+// A call that resends at one instant, rejected each time by the
+// throttle (the backend accepts nothing), still lets its context end the
+// run: the rejections are made one by one, with random draws, up to
+// MaxAttempts.
+func TestOpenCancelledInsideACall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	s := sim.OpenScenario{Rate: 1, ServiceRate: 1, Timeout: time.Millisecond, TriggerFor: time.Hour, Duration: time.Hour,
+		Throttle: &retry.ThrottleConfig{K: 1, Window: time.Hour},
+		Policy:   retry.Policy{Initial: retry.Immediate, MaxAttempts: math.MaxInt32}}
+	start := time.Now()
+	if _, err := sim.RunOpen(ctx, s); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
+		t.Errorf("RunOpen: %v after %v, want context.DeadlineExceeded soon after 200ms", err, time.Since(start))
+	}
+}
+
+// Immediate resends into a full queue fail at one instant: the run counts
+// them without making each one (2^31 attempts per call here).
+func TestOpenFullQueueResendsCounted(t *testing.T) {
+	s := sim.OpenScenario{Rate: 1, ServiceRate: 1, QueueLimit: 1, TriggerFor: time.Hour, Duration: 10 * time.Second,
+		Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: math.MaxInt32}}
+	start := time.Now()
+	r := runOpen(t, s)
+	// Calls at 0 s (in service) and 1 s (queued); the other 8 send all
+	// their attempts into the full queue.
+	if r.GaveUp != 8 || r.Total.Rejected != 8*math.MaxInt32 || r.Total.Sent != 2+8*math.MaxInt32 || time.Since(start) > 5*time.Second {
+		t.Errorf("gave up %d, rejected %d, sent %d, in %v", r.GaveUp, r.Total.Rejected, r.Total.Sent, time.Since(start))
+	}
+}
