@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -39,7 +41,7 @@ type openOptions struct {
 // openOnly are the flags that mean something only in the open model, and
 // closedOnly those that mean nothing in it.
 var closedOnly = []string{"clients", "capacity", "outage", "start-window", "retry-after", "latency", "latency-sd",
-	"trials", "csv", "max-memory"}
+	"trials", "max-memory"}
 
 // addOpenFlags registers the open model's flags on cmd.
 func addOpenFlags(cmd *cobra.Command) *openOptions {
@@ -350,20 +352,36 @@ func runSimulateOpen(ctx context.Context, cmd *cobra.Command, o *simOptions, oo 
 			}
 		}
 	}
+	if o.csv != "" && sw != nil {
+		return usagef("simulate: --csv writes a time series, which --sweep does not make (its cells are in --format json)")
+	}
+	if o.csv != "" && o.out != "" && filepath.Clean(o.csv) == filepath.Clean(o.out) {
+		return usagef("simulate: --csv and --out name the same file %q", o.out)
+	}
 	ctx, signalled, stopSignals := interruptible(ctx)
 	defer stopSignals()
-	var plotFile *output
+	var plotFile, csvFile *output
+	done := false
+	defer func() {
+		for _, f := range []*output{plotFile, csvFile} {
+			if f != nil && !done {
+				f.abandon()
+			}
+		}
+	}()
+	if o.csv != "" {
+		if csvFile, err = openOutputFlag("simulate: --csv", o.csv); err != nil {
+			return err
+		}
+	}
 	if o.out != "" {
 		if plotFile, err = openOutputFlag("simulate: --out", o.out); err != nil {
 			return err
 		}
 	}
-	done := false
-	defer func() {
-		if plotFile != nil && !done {
-			plotFile.abandon()
-		}
-	}()
+	if csvFile != nil && plotFile != nil && sameFile(csvFile.f, plotFile.f) {
+		return usagef("simulate: --csv %q and --out %q name the same file", o.csv, o.out)
+	}
 	interrupted := func(err error) error {
 		if code := signalled(); code != 0 {
 			return &exitError{code: code, msg: "simulate: interrupted"}
@@ -400,6 +418,11 @@ func runSimulateOpen(ctx context.Context, cmd *cobra.Command, o *simOptions, oo 
 		runs = append(runs, openRun{names[i], r})
 	}
 	done = true
+	if csvFile != nil {
+		if err := writeOutput(csvFile, func(w io.Writer) error { return writeOpenCSV(w, runs) }); err != nil {
+			return err
+		}
+	}
 	if plotFile != nil {
 		if err := writeOutput(plotFile, func(w io.Writer) error { return writeOpenPlot(w, plotFormat(o.out), oo.title(scs[0]), scs[0], runs) }); err != nil {
 			return err
@@ -487,6 +510,35 @@ func writeOpenTable(w io.Writer, runs []openRun) error {
 			x.GoodputPerSecond, x.Amplification, rec, after, x.PeakQueue, x.Total.Wasted)
 	}
 	return tw.Flush()
+}
+
+// writeOpenCSV writes one row per slot: its start in seconds, then for
+// each strategy the slot's arrivals, attempts sent, throttled, rejected,
+// served, goodput, wasted work and queue length.
+func writeOpenCSV(f io.Writer, runs []openRun) error {
+	w := bufio.NewWriter(f)
+	w.WriteString("time_s")
+	for _, r := range runs {
+		for _, c := range []string{"arrivals", "sent", "throttled", "rejected", "served", "goodput", "wasted", "queue"} {
+			w.WriteString("," + r.Name + "_" + c)
+		}
+	}
+	w.WriteString("\n")
+	slot := runs[0].Result.Slot
+	for k := range runs[0].Result.Series {
+		w.WriteString(strconv.FormatFloat(float64(k)*slot.Seconds(), 'f', -1, 64))
+		for _, r := range runs {
+			x := r.Result.Series[k]
+			for _, v := range []int64{x.Arrivals, x.Sent, x.Throttled, x.Rejected, x.Served, x.Goodput, x.Wasted, x.Queue} {
+				w.WriteString("," + strconv.FormatInt(v, 10))
+			}
+		}
+		w.WriteString("\n")
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("simulate: %w", err)
+	}
+	return nil
 }
 
 // sweep is a phase diagram: a grid of two parameters.
