@@ -138,9 +138,10 @@
 // and Poisson arrivals under seeds 1-3, the service rate at which the
 // outcome flips was found to within 10/s. The 9 s run needs at least
 // 20,713/s to recover (its highest threshold, Poisson seed 1), the
-// 0.45 run 19,827/s and the 10,000/s run 16,311/s; the stuck run
-// recovers from 21,665/s (its lowest threshold, seed 2). Every outcome
-// comes out as published in [20,713, 21,665); 21,200 is near its middle.
+// 0.45 run 19,827/s and the 10,000/s run 16,311/s; the stuck run is
+// still stuck at 21,665/s and recovers at 21,672/s (its lowest
+// threshold, seed 2). Every outcome comes out as published from 20,713
+// to 21,665/s; 21,200 is near the middle of that window.
 // TestHuangCalibration repeats the search (RETRYKIT_CALIBRATE=1).
 //
 // # Memory and termination
