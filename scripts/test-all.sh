@@ -58,6 +58,13 @@ step "examples/memorystore: retrygax/retrygrpc under the generated Memorystore c
 step "retrygrpc: allocations of a successful call (needs a run without -race: sync.Pool drops items under it)"
 (cd retrygrpc && go test -count=1 -run 'NoExtraAllocs' .)
 
+step "sim and retry simulate: the full-scale open-model runs (Huang's published outcomes; skipped under -race, where each takes half a minute)"
+go test -count=1 -run 'Open|Huang' ./sim/
+(cd cmd/retry && go test -count=1 -run 'SimulateOpen' .)
+
+step "examples/metastable: a metastable retry storm over loopback, next to sim's prediction (fails unless plain resends stay stuck, Budget and Throttle recover, and each verdict matches the simulator's)"
+(cd examples/metastable && go run .)
+
 step "examples/otel: retry metrics through the OpenTelemetry Prometheus exporter (loopback; fails without the retry series)"
 (cd examples/otel && go run .)
 

@@ -22,3 +22,14 @@ func BenchmarkHerd(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkOpenHuang runs the Huang scenario as published: 300 s at
+// 13,333 calls/s, stuck after its trigger with up to 5 attempts per call.
+func BenchmarkOpenHuang(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := sim.RunOpen(context.Background(), sim.Huang()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

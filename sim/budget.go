@@ -1,17 +1,49 @@
 package sim
 
-import "github.com/retrykit/retry"
+import (
+	"time"
+
+	"github.com/retrykit/retry"
+)
 
 // budgetModel is retry.Budget in virtual time: per window (one per process,
 // or one for the fleet), the first attempts and the retries granted in each
 // of the last windowSlots slots of Window/windowSlots.
 type budgetModel struct {
 	on      bool
-	shared  bool
 	ratio   float64
 	reserve float64 // MinPerSecond × Window
-	sub     int64   // Window / windowSlots, in ns
-	wins    []budgetWindow
+	windows
+}
+
+// windows are the sliding windows of a budget or throttle model: one per
+// process, or one shared by the fleet.
+type windows struct {
+	shared bool
+	sub    int64 // Window / windowSlots, in ns
+	wins   []budgetWindow
+}
+
+func (ws *windows) init(win time.Duration, processes int, shared bool) {
+	ws.shared = shared
+	ws.sub = max(int64(win/windowSlots), 1)
+	if shared {
+		processes = 1
+	}
+	ws.wins = make([]budgetWindow, processes)
+}
+
+func (ws *windows) reset() { clear(ws.wins) }
+
+// window returns the window of client (or process) c, advanced to
+// virtual time now (which never goes back for one window).
+func (ws *windows) window(c int32, now int64) *budgetWindow {
+	w := &ws.wins[0]
+	if !ws.shared {
+		w = &ws.wins[int(c)%len(ws.wins)]
+	}
+	w.advance(now / ws.sub)
+	return w
 }
 
 const windowSlots = 10 // as retry.Budget keeps its window
@@ -33,39 +65,28 @@ func (b *budgetModel) init(c retry.BudgetConfig, processes int, shared bool) {
 	if win == 0 {
 		win = retry.DefaultBudgetWindow
 	}
-	b.on, b.shared = true, shared
+	b.on = true
 	b.ratio, b.reserve = max(ratio, 0), max(floor, 0)*win.Seconds()
-	b.sub = max(int64(win/windowSlots), 1)
-	if shared {
-		processes = 1
-	}
-	b.wins = make([]budgetWindow, processes)
+	b.windows.init(win, processes, shared)
 }
 
-func (b *budgetModel) reset() { clear(b.wins) }
-
-// window returns client c's window, advanced to virtual time now (which
-// never goes back for one window).
-func (b *budgetModel) window(c int32, now int64) *budgetWindow {
-	w := &b.wins[0]
-	if !b.shared {
-		w = &b.wins[int(c)%len(b.wins)]
+// advance moves w to slot k, forgetting the slots that leave the window;
+// a k at or before w.head changes nothing.
+func (w *budgetWindow) advance(k int64) {
+	if k <= w.head {
+		return
 	}
-	k := now / b.sub
-	if k > w.head {
-		if k-w.head >= windowSlots {
-			*w = budgetWindow{}
-		} else {
-			for j := w.head + 1; j <= k; j++ {
-				i := j % windowSlots
-				w.sumF -= w.first[i]
-				w.sumR -= w.retry[i]
-				w.first[i], w.retry[i] = 0, 0
-			}
+	if k-w.head >= windowSlots {
+		*w = budgetWindow{}
+	} else {
+		for j := w.head + 1; j <= k; j++ {
+			i := j % windowSlots
+			w.sumF -= w.first[i]
+			w.sumR -= w.retry[i]
+			w.first[i], w.retry[i] = 0, 0
 		}
-		w.head = k
 	}
-	return w
+	w.head = k
 }
 
 // first counts a first attempt of client c at now.

@@ -63,14 +63,7 @@ func newState(s *Scenario) *state {
 		// over the estimate. (With Capacity >= Clients it is never used.)
 		st.sel = make([]event, 0, s.Capacity)
 	}
-	switch ma := s.Policy.MaxAttempts; {
-	case ma == retry.Unlimited:
-		st.maxAttempts, st.unlimited = math.MaxInt32, true
-	case ma == 0:
-		st.maxAttempts = retry.DefaultMaxAttempts
-	default:
-		st.maxAttempts = int32(min(ma, math.MaxInt32))
-	}
+	st.maxAttempts, st.unlimited = maxAttempts(s.Policy.MaxAttempts)
 	if s.Model == Contention {
 		st.heap = make([]event, 0, s.Clients)
 		st.ver = make([]int32, s.Clients)
@@ -79,6 +72,19 @@ func newState(s *Scenario) *state {
 		st.budget.init(*s.Budget, s.Processes, s.SharedBudget)
 	}
 	return st
+}
+
+// maxAttempts resolves Policy.MaxAttempts: math.MaxInt32 and true for
+// retry.Unlimited, the default for zero, else the limit (at most
+// math.MaxInt32).
+func maxAttempts(ma int) (int32, bool) {
+	switch {
+	case ma == retry.Unlimited:
+		return math.MaxInt32, true
+	case ma == 0:
+		return retry.DefaultMaxAttempts, false
+	}
+	return int32(min(ma, math.MaxInt32)), false
 }
 
 func addSat(a, b int64) int64 {
@@ -188,8 +194,13 @@ func (st *state) gaveUp(r *trialResult, stop int) {
 	st.finished++
 }
 
-func (st *state) push(e event) {
-	h := append(st.heap, e)
+func (st *state) push(e event) { pushEvent(&st.heap, e) }
+
+func (st *state) pop() event { return popEvent(&st.heap) }
+
+// pushEvent adds e to the min-heap *h (in before order).
+func pushEvent(hp *[]event, e event) {
+	h := append(*hp, e)
 	j := len(h) - 1
 	for j > 0 {
 		parent := (j - 1) / 2
@@ -200,11 +211,12 @@ func (st *state) push(e event) {
 		j = parent
 	}
 	h[j] = e
-	st.heap = h
+	*hp = h
 }
 
-func (st *state) pop() event {
-	h := st.heap
+// popEvent removes and returns the first event of the non-empty min-heap *h.
+func popEvent(hp *[]event) event {
+	h := *hp
 	top := h[0]
 	n := len(h) - 1
 	last := h[n]
@@ -212,7 +224,7 @@ func (st *state) pop() event {
 	if n > 0 {
 		siftDown(h, 0, last)
 	}
-	st.heap = h
+	*hp = h
 	return top
 }
 

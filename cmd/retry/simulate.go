@@ -53,6 +53,7 @@ func (e usageError) ExitCode() int { return exitUsage }
 
 func newSimulateCmd() *cobra.Command {
 	o := &simOptions{}
+	var oo *openOptions // the open model's flags (simulate_open.go)
 	cmd := &cobra.Command{
 		Use:   "simulate",
 		Short: "Simulate many clients retrying against a shared server",
@@ -68,14 +69,26 @@ time: --budget-ratio, --budget-min-per-second, --budget-window); --processes P s
 fleet of P processes, each with a budget of its own (local) or all drawing on one (shared).
 
 A run whose memory estimate (about 40 bytes per client, more when the slots are short compared with the
-waits) exceeds --max-memory is refused before it starts.`,
+waits) exceeds --max-memory is refused before it starts.
+
+With --model open (or --scenario bronson|huang) it runs the open-system model of metastable failures
+instead: calls arriving at --rate, a FIFO server at --service-rate, a client --timeout, a trigger that
+cuts capacity; --compare then names remedies (policy, plain, no-retry, retries2, backoff, budget,
+throttle, drop-expired, aws) or jitters, and --sweep draws a phase diagram.`,
 		Example: `  retry simulate --clients 10000 --capacity 100 --outage 10s --compare none,full,equal,decorrelated --out herd.png
   retry simulate --model contention --clients 100 --trials 100 --initial 10ms --max-delay 2s --attempts -1 --compare full,equal,decorrelated,none
-  retry simulate --clients 10000 --start-window 60s --outage 1000h --attempts -1 --max-elapsed 60s --processes 100 --budget shared`,
+  retry simulate --clients 10000 --start-window 60s --outage 1000h --attempts -1 --max-elapsed 60s --processes 100 --budget shared
+  retry simulate --scenario huang --compare plain,budget,throttle,drop-expired --out huang.png`,
 		Args:          noArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if open, err := oo.isOpen(cmd, o.model); open || err != nil {
+				if err != nil {
+					return err
+				}
+				return runSimulateOpen(cmd.Context(), cmd, o, oo, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
 			return runSimulate(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -86,7 +99,7 @@ waits) exceeds --max-memory is refused before it starts.`,
 	f.DurationVar(&o.outage, "outage", 0, "the server fails every request for this long at the start (capacity model)")
 	f.DurationVar(&o.window, "start-window", 0, "spread the first requests uniformly over this window (0: all at once)")
 	f.DurationVar(&o.retryAfter, "retry-after", 0, "Retry-After carried by failed responses (capacity model; 0: none)")
-	f.StringVar(&o.model, "model", "capacity", "capacity or contention")
+	f.StringVar(&o.model, "model", "capacity", "capacity, contention or open (an open system: see --scenario)")
 	f.IntVar(&o.trials, "trials", 1, "independent runs averaged")
 	f.DurationVar(&o.latency, "latency", sim.DefaultLatency, "mean one-way message delay (contention model)")
 	f.DurationVar(&o.latencySD, "latency-sd", sim.DefaultLatencySD, "standard deviation of the message delay (contention model)")
@@ -102,6 +115,7 @@ waits) exceeds --max-memory is refused before it starts.`,
 	f.DurationVar(&o.budgetWindow, "budget-window", retry.DefaultBudgetWindow, "how long the budget remembers first attempts and retries")
 	f.StringVar(&o.maxMemory, "max-memory", "", "refuse a run needing more memory than this, as 512MiB, 4GiB or none (default 4GiB, or the memory available if less)")
 	o.policy = addPolicyFlags(cmd, "attempt-timeout", "quiet", "verbose", "log-format") // no attempt takes time, nothing is logged
+	oo = addOpenFlags(cmd)
 	return cmd
 }
 

@@ -1,0 +1,765 @@
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/sim"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// openOptions holds the flags of `retry simulate --model open`.
+type openOptions struct {
+	scenario, arrivals, sweep      string
+	rate, serviceRate              float64
+	triggerCapacity, spikeFactor   float64
+	timeout, triggerAt, triggerFor time.Duration
+	spikeAt, spikeFor, duration    time.Duration
+	queueLimit                     int
+	dropExpired, throttleShared    bool
+	throttleK                      float64
+	throttleWindow                 time.Duration
+	flags                          *pflag.FlagSet // the open model's own flags
+}
+
+// openOnly are the flags that mean something only in the open model, and
+// closedOnly those that mean nothing in it.
+var closedOnly = []string{"clients", "capacity", "outage", "start-window", "retry-after", "latency", "latency-sd",
+	"trials", "max-memory"}
+
+// addOpenFlags registers the open model's flags on cmd.
+func addOpenFlags(cmd *cobra.Command) *openOptions {
+	o := &openOptions{}
+	f := pflag.NewFlagSet("open", pflag.ContinueOnError)
+	f.StringVar(&o.scenario, "scenario", "", "model open: a published experiment to start from, bronson or huang (implies --model open; other flags override its values)")
+	f.Float64Var(&o.rate, "rate", 0, "model open: calls arriving per second")
+	f.StringVar(&o.arrivals, "arrivals", "even", "model open: even or poisson (seeded by --seed)")
+	f.Float64Var(&o.serviceRate, "service-rate", 0, "model open: requests per second the server completes")
+	f.DurationVar(&o.timeout, "timeout", 0, "model open: client attempt timeout (0: none)")
+	f.IntVar(&o.queueLimit, "queue-limit", 0, "model open: most requests waiting at the server; more are rejected at once (0: unbounded)")
+	f.BoolVar(&o.dropExpired, "drop-expired", false, "model open: the server drops requests whose client stopped waiting")
+	f.DurationVar(&o.triggerAt, "trigger-at", 0, "model open: start of the trigger")
+	f.DurationVar(&o.triggerFor, "trigger-for", 0, "model open: length of the trigger (0: none)")
+	f.Float64Var(&o.triggerCapacity, "trigger-capacity", 0, "model open: fraction of --service-rate left during the trigger, 0 to 1 (0: an outage)")
+	f.DurationVar(&o.spikeAt, "spike-at", 0, "model open: start of a load spike")
+	f.DurationVar(&o.spikeFor, "spike-for", 0, "model open: length of the load spike (0: none)")
+	f.Float64Var(&o.spikeFactor, "spike-factor", 0, "model open: arrival rate multiplier during the spike")
+	f.DurationVar(&o.duration, "duration", 0, "model open: virtual time simulated")
+	f.Float64Var(&o.throttleK, "throttle", 0, "model open: adaptive client-side throttling (retry.Throttle) with this K, at least 1 (0: none)")
+	f.DurationVar(&o.throttleWindow, "throttle-window", retry.DefaultThrottleWindow, "model open: how long the throttle remembers requests and accepts")
+	f.BoolVar(&o.throttleShared, "throttle-shared", false, "model open: one throttle for the whole fleet of --processes instead of one per process")
+	f.StringVar(&o.sweep, "sweep", "", "model open: a phase diagram over two parameters, as trigger-capacity=0.3:0.7:0.05,trigger-for=2s:20s:2s (axes: trigger-capacity, trigger-for, rate)")
+	f.VisitAll(func(fl *pflag.Flag) { cmd.Flags().AddFlag(fl) })
+	o.flags = f
+	cmd.RegisterFlagCompletionFunc("scenario", cobra.FixedCompletions(sim.OpenScenarioNames(), cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("arrivals", cobra.FixedCompletions([]string{"even", "poisson"}, cobra.ShellCompDirectiveNoFileComp))
+	return o
+}
+
+// isOpen reports whether the command line asks for the open model, and
+// refuses flags of the other models with it, and its own flags without it.
+func (oo *openOptions) isOpen(cmd *cobra.Command, model string) (bool, error) {
+	changed := cmd.Flags().Changed
+	open := model == "open" || changed("scenario")
+	if changed("scenario") && changed("model") && model != "open" {
+		return false, usagef("simulate: --scenario runs the open model, not --model %s", model)
+	}
+	for _, n := range closedOnly {
+		if open && changed(n) {
+			return false, usagef("simulate: --%s does not apply to the open model", n)
+		}
+	}
+	if !open {
+		var err error
+		oo.flags.VisitAll(func(fl *pflag.Flag) {
+			if err == nil && changed(fl.Name) {
+				err = usagef("simulate: --%s applies only to the open model (--model open or --scenario)", fl.Name)
+			}
+		})
+		return false, err
+	}
+	return true, nil
+}
+
+// openStrategies are the names --compare takes in the open model.
+var openStrategies = []string{"policy", "plain", "no-retry", "retries2", "backoff", "budget", "throttle", "drop-expired", "aws"}
+
+// openRun is one strategy of an open-model run.
+type openRun struct {
+	Name   string
+	Result sim.OpenResult
+}
+
+// base builds the scenario the flags describe, before any strategy.
+func (oo *openOptions) base(cmd *cobra.Command, o *simOptions) (sim.OpenScenario, error) {
+	changed := cmd.Flags().Changed
+	var s sim.OpenScenario
+	if oo.scenario != "" || changed("scenario") {
+		var err error
+		if s, err = sim.NamedOpenScenario(oo.scenario); err != nil {
+			return s, usagef("simulate: unknown --scenario %q (want %s)", oo.scenario, strings.Join(sim.OpenScenarioNames(), " or "))
+		}
+	}
+	if changed("arrivals") || s.Arrivals == 0 {
+		a, err := sim.ParseArrivals(oo.arrivals)
+		if err != nil {
+			return s, usagef("simulate: unknown --arrivals %q (want even or poisson)", oo.arrivals)
+		}
+		s.Arrivals = a
+	}
+	set := func(name string, dst *float64, v float64) {
+		if changed(name) {
+			*dst = v
+		}
+	}
+	setD := func(name string, dst *time.Duration, v time.Duration) {
+		if changed(name) {
+			*dst = v
+		}
+	}
+	set("rate", &s.Rate, oo.rate)
+	set("service-rate", &s.ServiceRate, oo.serviceRate)
+	set("trigger-capacity", &s.TriggerCapacity, oo.triggerCapacity)
+	set("spike-factor", &s.SpikeFactor, oo.spikeFactor)
+	setD("timeout", &s.Timeout, oo.timeout)
+	setD("trigger-at", &s.TriggerAt, oo.triggerAt)
+	setD("trigger-for", &s.TriggerFor, oo.triggerFor)
+	setD("spike-at", &s.SpikeAt, oo.spikeAt)
+	setD("spike-for", &s.SpikeFor, oo.spikeFor)
+	setD("duration", &s.Duration, oo.duration)
+	if changed("slot") {
+		s.Slot = o.slot
+	}
+	if changed("queue-limit") {
+		if oo.queueLimit < 0 {
+			return s, usagef("simulate: --queue-limit %d must not be negative", oo.queueLimit)
+		}
+		s.QueueLimit = oo.queueLimit
+	}
+	if changed("drop-expired") {
+		s.DropExpired = oo.dropExpired
+	}
+	s.Seed = o.seed
+	if o.processes <= 0 {
+		return s, usagef("simulate: --processes %d must be positive", o.processes)
+	}
+	s.Processes = o.processes
+	p, err := o.policy.policy()
+	if err != nil {
+		return s, err
+	}
+	if oo.scenario == "" || changed("preset") {
+		s.Policy = p
+	} else {
+		// The scenario's policy, with the policy flags given.
+		for _, c := range []struct {
+			flag string
+			set  func()
+		}{{"attempts", func() { s.Policy.MaxAttempts = p.MaxAttempts }}, {"initial", func() { s.Policy.Initial = p.Initial }},
+			{"multiplier", func() { s.Policy.Multiplier = p.Multiplier }}, {"max-delay", func() { s.Policy.MaxDelay = p.MaxDelay }},
+			{"max-elapsed", func() { s.Policy.MaxElapsed = p.MaxElapsed }}, {"jitter", func() { s.Policy.Jitter = p.Jitter }}} {
+			if changed(c.flag) {
+				c.set()
+			}
+		}
+		if err := s.Policy.Validate(); err != nil {
+			return s, usagef("simulate: %s", flagNames.Replace(strings.TrimPrefix(err.Error(), retry.ErrInvalidPolicy.Error()+": ")))
+		}
+	}
+	if o.budget != "none" && o.budget != "local" && o.budget != "shared" {
+		return s, usagef("simulate: unknown --budget %q (want none, local or shared)", o.budget)
+	}
+	if changed("throttle") && !(oo.throttleK == 0 || oo.throttleK >= 1 && !math.IsInf(oo.throttleK, 1)) {
+		return s, usagef("simulate: --throttle %v: want 0 (none) or a K of at least 1", oo.throttleK)
+	}
+	if oo.throttleShared && oo.throttleK == 0 && !slices.Contains(strings.Split(o.compare, ","), "throttle") {
+		return s, usagef("simulate: --throttle-shared needs --throttle K (or the throttle strategy of --compare)")
+	}
+	return s, nil
+}
+
+// budgetConfig is the budget the flags describe.
+func (o *simOptions) budgetConfig() (*retry.BudgetConfig, error) {
+	for _, z := range []struct {
+		name string
+		zero bool
+	}{{"budget-ratio", o.budgetRatio == 0}, {"budget-min-per-second", o.budgetFloor == 0}, {"budget-window", o.budgetWindow == 0}} {
+		if z.zero {
+			return nil, usagef("simulate: --%s 0 would mean the default; give the default's value or a negative number for none", z.name)
+		}
+	}
+	b := &retry.BudgetConfig{Ratio: o.budgetRatio, MinPerSecond: o.budgetFloor, Window: o.budgetWindow}
+	if _, err := retry.NewBudget(*b); err != nil {
+		return nil, usagef("simulate: %s", budgetFlags.Replace(strings.TrimPrefix(err.Error(), "retry: ")))
+	}
+	return b, nil
+}
+
+// strategy returns the scenario of the named strategy, from base.
+func (oo *openOptions) strategy(name string, base sim.OpenScenario, o *simOptions) (sim.OpenScenario, error) {
+	s := base
+	budget := func(scope string) error {
+		b, err := o.budgetConfig()
+		s.Budget, s.SharedBudget = b, scope == "shared"
+		return err
+	}
+	throttle := func(k float64) {
+		s.Throttle = &retry.ThrottleConfig{K: k, Window: oo.throttleWindow}
+		s.SharedThrottle = oo.throttleShared
+	}
+	scope := o.budget
+	if scope == "none" {
+		scope = "local"
+	}
+	switch name {
+	case "policy":
+		if o.budget != "none" {
+			if err := budget(o.budget); err != nil {
+				return s, err
+			}
+		}
+		if oo.throttleK > 0 {
+			throttle(oo.throttleK)
+		}
+	case "plain":
+	case "no-retry":
+		s.Policy.MaxAttempts = 1
+	case "retries2":
+		s.Policy.MaxAttempts = 3
+	case "backoff":
+		s.Policy = retry.Policy{MaxAttempts: s.Policy.MaxAttempts, MaxElapsed: s.Policy.MaxElapsed}
+	case "budget":
+		if err := budget(scope); err != nil {
+			return s, err
+		}
+	case "throttle":
+		k := oo.throttleK
+		if k == 0 {
+			k = retry.DefaultThrottleK
+		}
+		throttle(k)
+	case "drop-expired":
+		s.DropExpired = true
+	case "aws":
+		s.Policy = retry.AWSStandard()
+		c := retry.AWSRetryQuota().Config()
+		s.Budget, s.SharedBudget = &c, o.budget == "shared"
+	default:
+		// A jitter, as --compare takes in the other models: the plain
+		// policy with that jitter.
+		j, err := parseStrategy(name)
+		if err != nil {
+			return s, usagef("simulate: --compare: unknown strategy %q for the open model (want %s, or a jitter: %s)",
+				name, strings.Join(openStrategies, ", "), "none, full, equal, decorrelated, additive[:MAX], proportional:F")
+		}
+		s.Policy.Jitter = j
+	}
+	if oo.throttleWindow < time.Millisecond {
+		return s, usagef("simulate: --throttle-window %v: want at least 1ms", oo.throttleWindow)
+	}
+	if err := s.Validate(); err != nil {
+		return s, usageError{errors.New(openFlags.Replace(err.Error()))}
+	}
+	return s, nil
+}
+
+// openFlags rewrites the sim package's OpenScenario field names as the
+// flags that set them.
+var openFlags = strings.NewReplacer(
+	"Policy.Initial retry.Immediate (no waits)", "--initial 0 (no waits)",
+	"Policy.MaxAttempts retry.Unlimited", "--attempts -1", "limit MaxAttempts", "limit --attempts",
+	"ServiceRate", "--service-rate", "Rate", "--rate", "TriggerCapacity", "--trigger-capacity",
+	"TriggerAt", "--trigger-at", "TriggerFor", "--trigger-for", "SpikeFactor", "--spike-factor",
+	"SpikeAt", "--spike-at", "SpikeFor", "--spike-for", "QueueLimit", "--queue-limit", "Timeout", "--timeout",
+	"Duration", "--duration", "Slot", "--slot", "Processes", "--processes", "MaxDuration", "the simulator's maximum",
+	"MaxLoadSlots", "the simulator's limit", "over MaxRequests", "over the simulator's limit",
+	"Budget.Ratio", "--budget-ratio", "Budget.MinPerSecond", "--budget-min-per-second", "Budget.Window", "--budget-window",
+	"Throttle.K", "--throttle", "Throttle.Window", "--throttle-window",
+)
+
+// scenarios builds one scenario per strategy of --compare.
+func (oo *openOptions) scenarios(cmd *cobra.Command, o *simOptions) ([]string, []sim.OpenScenario, error) {
+	switch {
+	case o.format != "table" && o.format != "json":
+		return nil, nil, usagef("simulate: unknown --format %q (want table or json)", o.format)
+	case o.policy.changed("jitter") && o.compare != "":
+		return nil, nil, usagef("simulate: --jitter and --compare both given: --compare names the strategies to run")
+	}
+	if o.out != "" {
+		if err := checkPlotExt(o.out); err != nil {
+			return nil, nil, usageError{err}
+		}
+	}
+	base, err := oo.base(cmd, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	names := []string{"policy"}
+	if o.compare != "" {
+		names = strings.Split(o.compare, ",")
+	}
+	if len(names) > maxStrategies {
+		return nil, nil, usagef("simulate: --compare: %d strategies, at most %d", len(names), maxStrategies)
+	}
+	var scs []sim.OpenScenario
+	for i, n := range names {
+		n = strings.TrimSpace(n)
+		names[i] = n
+		if slices.Contains(names[:i], n) {
+			return nil, nil, usagef("simulate: strategy %q given twice", n)
+		}
+		s, err := oo.strategy(n, base, o)
+		if err != nil {
+			return nil, nil, err
+		}
+		scs = append(scs, s)
+	}
+	return names, scs, nil
+}
+
+func runSimulateOpen(ctx context.Context, cmd *cobra.Command, o *simOptions, oo *openOptions, stdout, stderr io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	names, scs, err := oo.scenarios(cmd, o)
+	if err != nil {
+		return err
+	}
+	var sw *sweep
+	if oo.sweep != "" {
+		if sw, err = parseSweep(oo.sweep); err != nil {
+			return err
+		}
+		for _, s := range scs {
+			if err := sw.validate(s); err != nil {
+				return err
+			}
+		}
+	}
+	if o.csv != "" && sw != nil {
+		return usagef("simulate: --csv writes a time series, which --sweep does not make (its cells are in --format json)")
+	}
+	if o.csv != "" && o.out != "" && filepath.Clean(o.csv) == filepath.Clean(o.out) {
+		return usagef("simulate: --csv and --out name the same file %q", o.out)
+	}
+	ctx, signalled, stopSignals := interruptible(ctx)
+	defer stopSignals()
+	var plotFile, csvFile *output
+	done := false
+	defer func() {
+		for _, f := range []*output{plotFile, csvFile} {
+			if f != nil && !done {
+				f.abandon()
+			}
+		}
+	}()
+	if o.csv != "" {
+		if csvFile, err = openOutputFlag("simulate: --csv", o.csv); err != nil {
+			return err
+		}
+	}
+	if o.out != "" {
+		if plotFile, err = openOutputFlag("simulate: --out", o.out); err != nil {
+			return err
+		}
+	}
+	if csvFile != nil && plotFile != nil && sameFile(csvFile.f, plotFile.f) {
+		return usagef("simulate: --csv %q and --out %q name the same file", o.csv, o.out)
+	}
+	interrupted := func(err error) error {
+		if code := signalled(); code != 0 {
+			return &exitError{code: code, msg: "simulate: interrupted"}
+		}
+		if errors.Is(err, sim.ErrScenario) {
+			return usageError{errors.New(openFlags.Replace(err.Error()))}
+		}
+		return err
+	}
+	if sw != nil {
+		grid, err := sw.run(ctx, names, scs)
+		if err != nil {
+			return interrupted(err)
+		}
+		done = true
+		if plotFile != nil {
+			if err := writeOutput(plotFile, func(w io.Writer) error {
+				return writePhasePlot(w, plotFormat(o.out), cmp.Or(oo.scenario, "open model"), sw, grid)
+			}); err != nil {
+				return err
+			}
+		}
+		if o.format == "json" {
+			return writeSweepJSON(stdout, sw, grid)
+		}
+		return writeSweepTable(stdout, sw, grid)
+	}
+	var runs []openRun
+	for i, s := range scs {
+		r, err := sim.RunOpen(ctx, s)
+		if err != nil {
+			return interrupted(err)
+		}
+		runs = append(runs, openRun{names[i], r})
+	}
+	done = true
+	if csvFile != nil {
+		if err := writeOutput(csvFile, func(w io.Writer) error { return writeOpenCSV(w, runs) }); err != nil {
+			return err
+		}
+	}
+	if plotFile != nil {
+		if err := writeOutput(plotFile, func(w io.Writer) error { return writeOpenPlot(w, plotFormat(o.out), oo.title(scs[0]), scs[0], runs) }); err != nil {
+			return err
+		}
+	}
+	if o.format == "json" {
+		return writeOpenJSON(stdout, oo.scenario, runs)
+	}
+	return writeOpenTable(stdout, runs)
+}
+
+// title describes scenario s for a plot.
+func (oo *openOptions) title(s sim.OpenScenario) string {
+	t := fmt.Sprintf("%.0f calls/s (%v), server %.0f/s, timeout %v", s.Rate, s.Arrivals, s.ServiceRate, s.Timeout)
+	if s.TriggerFor > 0 {
+		t += fmt.Sprintf(", capacity × %.2g for %v from %v", s.TriggerCapacity, s.TriggerFor, s.TriggerAt)
+	}
+	if oo.scenario != "" {
+		t = oo.scenario + ": " + t
+	}
+	return t
+}
+
+// openJSON is one strategy's row of --format json.
+type openJSON struct {
+	Strategy          string   `json:"strategy"`
+	Model             string   `json:"model"`
+	Scenario          string   `json:"scenario,omitempty"`
+	ArrivalsPerSecond float64  `json:"arrivals_per_second"`
+	OfferedPerSecond  float64  `json:"offered_per_second"`
+	GoodputPerSecond  float64  `json:"goodput_per_second"`
+	Amplification     float64  `json:"amplification"`
+	Recovered         bool     `json:"recovered"`
+	RecoverySeconds   *float64 `json:"recovery_seconds"`
+	PeakQueue         int64    `json:"peak_queue"`
+	Arrivals          int64    `json:"arrivals"`
+	Sent              int64    `json:"sent"`
+	Throttled         int64    `json:"throttled"`
+	Rejected          int64    `json:"rejected"`
+	Served            int64    `json:"served"`
+	Goodput           int64    `json:"goodput"`
+	Wasted            int64    `json:"wasted"`
+	Succeeded         int64    `json:"succeeded"`
+	GaveUp            int64    `json:"gave_up"`
+	BudgetRefused     int64    `json:"budget_refused"`
+	Processes         int      `json:"processes"`
+	Budget            string   `json:"budget,omitempty"`
+	Throttle          string   `json:"throttle,omitempty"`
+}
+
+func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
+
+func recoverySeconds(r sim.OpenResult) *float64 {
+	if !r.Recovered {
+		return nil
+	}
+	v := r.RecoveryTime.Seconds()
+	return &v
+}
+
+func writeOpenJSON(w io.Writer, scenario string, runs []openRun) error {
+	rows := make([]openJSON, 0, len(runs))
+	for _, r := range runs {
+		x := r.Result
+		rows = append(rows, openJSON{r.Name, "open", scenario, round3(x.ArrivalsPerSecond), round3(x.OfferedPerSecond),
+			round3(x.GoodputPerSecond), round3(x.Amplification), x.Recovered, recoverySeconds(x), x.PeakQueue,
+			x.Total.Arrivals, x.Total.Sent, x.Total.Throttled, x.Total.Rejected, x.Total.Served, x.Total.Goodput,
+			x.Total.Wasted, x.Succeeded, x.GaveUp, x.BudgetRefused, x.Processes, x.Budget, x.Throttle})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rows)
+}
+
+func writeOpenTable(w io.Writer, runs []openRun) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "strategy\tarrivals/s\toffered/s\tgoodput/s\tamplification\trecovered\tafter\tpeak queue\twasted\t")
+	for _, r := range runs {
+		x := r.Result
+		rec, after := "no", "-"
+		if x.Recovered {
+			rec, after = "yes", x.RecoveryTime.String()
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.2f\t%s\t%s\t%d\t%d\t\n", r.Name, x.ArrivalsPerSecond, x.OfferedPerSecond,
+			x.GoodputPerSecond, x.Amplification, rec, after, x.PeakQueue, x.Total.Wasted)
+	}
+	return tw.Flush()
+}
+
+// writeOpenCSV writes one row per slot: its start in seconds, then for
+// each strategy the slot's arrivals, attempts sent, throttled, rejected,
+// served, goodput, wasted work and queue length.
+func writeOpenCSV(f io.Writer, runs []openRun) error {
+	w := bufio.NewWriter(f)
+	w.WriteString("time_s")
+	for _, r := range runs {
+		for _, c := range []string{"arrivals", "sent", "throttled", "rejected", "served", "goodput", "wasted", "queue"} {
+			w.WriteString("," + r.Name + "_" + c)
+		}
+	}
+	w.WriteString("\n")
+	slot := runs[0].Result.Slot
+	for k := range runs[0].Result.Series {
+		w.WriteString(strconv.FormatFloat(float64(k)*slot.Seconds(), 'f', -1, 64))
+		for _, r := range runs {
+			x := r.Result.Series[k]
+			for _, v := range []int64{x.Arrivals, x.Sent, x.Throttled, x.Rejected, x.Served, x.Goodput, x.Wasted, x.Queue} {
+				w.WriteString("," + strconv.FormatInt(v, 10))
+			}
+		}
+		w.WriteString("\n")
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("simulate: %w", err)
+	}
+	return nil
+}
+
+// sweep is a phase diagram: a grid of two parameters.
+type sweep struct {
+	axes [2]sweepAxis
+}
+
+type sweepAxis struct {
+	name   string
+	values []float64 // seconds for trigger-for
+}
+
+// maxSweepCells bounds the grid of --sweep (per strategy).
+const maxSweepCells = 4096
+
+// parseSweep reads --sweep: two axes NAME=LO:HI:STEP separated by a comma.
+func parseSweep(spec string) (*sweep, error) {
+	bad := func(format string, a ...any) error {
+		return usagef("simulate: --sweep %q: "+format, append([]any{spec}, a...)...)
+	}
+	parts := strings.Split(spec, ",")
+	if len(parts) != 2 {
+		return nil, bad("want two axes, as trigger-capacity=0.3:0.7:0.05,trigger-for=2s:20s:2s")
+	}
+	sw := &sweep{}
+	for i, p := range parts {
+		name, rng, ok := strings.Cut(strings.TrimSpace(p), "=")
+		lohi := strings.Split(rng, ":")
+		if !ok || len(lohi) != 3 {
+			return nil, bad("axis %q: want NAME=LO:HI:STEP", p)
+		}
+		parse := func(s string) (float64, error) {
+			if name == "trigger-for" {
+				d, err := time.ParseDuration(s)
+				return d.Seconds(), err
+			}
+			return strconv.ParseFloat(s, 64)
+		}
+		switch name {
+		case "trigger-capacity", "trigger-for", "rate":
+		default:
+			return nil, bad("unknown axis %q (want trigger-capacity, trigger-for or rate)", name)
+		}
+		if i == 1 && name == sw.axes[0].name {
+			return nil, bad("axis %s given twice", name)
+		}
+		var v [3]float64
+		for j, s := range lohi {
+			x, err := parse(s)
+			if err != nil || math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
+				return nil, bad("axis %s: %q is not a non-negative number or duration", name, s)
+			}
+			v[j] = x
+		}
+		lo, hi, step := v[0], v[1], v[2]
+		if hi < lo || step <= 0 {
+			return nil, bad("axis %s: want LO ≤ HI and a positive STEP", name)
+		}
+		n := math.Floor((hi-lo)/step+1e-9) + 1
+		if n*float64(max(len(sw.axes[0].values), 1)) > maxSweepCells {
+			return nil, bad("over %d cells", maxSweepCells)
+		}
+		ax := sweepAxis{name: name}
+		for k := 0; k < int(n); k++ {
+			v := math.Round((lo+float64(k)*step)*1e9) / 1e9 // no 0.30000000000000004
+			if k > 0 && !(v > ax.values[k-1]) {
+				return nil, bad("axis %s: STEP %v is too small for values near %v", name, step, v)
+			}
+			ax.values = append(ax.values, v)
+		}
+		sw.axes[i] = ax
+	}
+	return sw, nil
+}
+
+// apply sets the axes' values of cell (i, j) in s.
+func (sw *sweep) apply(s sim.OpenScenario, i, j int) sim.OpenScenario {
+	for a, k := range []int{i, j} {
+		v := sw.axes[a].values[k]
+		switch sw.axes[a].name {
+		case "trigger-capacity":
+			s.TriggerCapacity = v
+		case "trigger-for":
+			s.TriggerFor = time.Duration(math.Round(v * 1e9))
+		case "rate":
+			s.Rate = v
+		}
+	}
+	return s
+}
+
+// validate checks every cell of the grid for s before any runs.
+func (sw *sweep) validate(s sim.OpenScenario) error {
+	for i := range sw.axes[0].values {
+		for j := range sw.axes[1].values {
+			if err := sw.apply(s, i, j).Validate(); err != nil {
+				return usageError{fmt.Errorf("%s (--sweep cell %s=%g, %s=%g)", openFlags.Replace(err.Error()),
+					sw.axes[0].name, sw.axes[0].values[i], sw.axes[1].name, sw.axes[1].values[j])}
+			}
+		}
+	}
+	return nil
+}
+
+// sweepGrid holds, per strategy, the result of each cell: cells[k][i][j].
+type sweepGrid struct {
+	names []string
+	cells [][][]sim.OpenResult
+}
+
+// run runs every cell of the grid for every strategy, on as many
+// goroutines as GOMAXPROCS (each run is deterministic, so the grid is the
+// same whatever the order). Only the summary of each run is kept.
+func (sw *sweep) run(ctx context.Context, names []string, scs []sim.OpenScenario) (*sweepGrid, error) {
+	g := &sweepGrid{names: names, cells: make([][][]sim.OpenResult, len(scs))}
+	type job struct{ k, i, j int }
+	var jobs []job
+	for k := range scs {
+		g.cells[k] = make([][]sim.OpenResult, len(sw.axes[0].values))
+		for i := range sw.axes[0].values {
+			g.cells[k][i] = make([]sim.OpenResult, len(sw.axes[1].values))
+			for j := range sw.axes[1].values {
+				jobs = append(jobs, job{k, i, j})
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		next  int
+		first error
+		wg    sync.WaitGroup
+	)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if next == len(jobs) || first != nil {
+					mu.Unlock()
+					return
+				}
+				jb := jobs[next]
+				next++
+				mu.Unlock()
+				r, err := sim.RunOpen(ctx, sw.apply(scs[jb.k], jb.i, jb.j))
+				r.Series = nil
+				mu.Lock()
+				if err != nil && first == nil {
+					first = err
+					cancel()
+				}
+				g.cells[jb.k][jb.i][jb.j] = r
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return g, first
+}
+
+type sweepJSON struct {
+	Strategy         string   `json:"strategy"`
+	X                string   `json:"x"`
+	XValue           float64  `json:"x_value"`
+	Y                string   `json:"y"`
+	YValue           float64  `json:"y_value"`
+	Recovered        bool     `json:"recovered"`
+	RecoverySeconds  *float64 `json:"recovery_seconds"`
+	OfferedPerSecond float64  `json:"offered_per_second"`
+	GoodputPerSecond float64  `json:"goodput_per_second"`
+}
+
+func writeSweepJSON(w io.Writer, sw *sweep, g *sweepGrid) error {
+	var rows []sweepJSON
+	for k, name := range g.names {
+		for i, x := range sw.axes[0].values {
+			for j, y := range sw.axes[1].values {
+				r := g.cells[k][i][j]
+				rows = append(rows, sweepJSON{name, sw.axes[0].name, x, sw.axes[1].name, y, r.Recovered, recoverySeconds(r),
+					round3(r.OfferedPerSecond), round3(r.GoodputPerSecond)})
+			}
+		}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rows)
+}
+
+// writeSweepTable prints one grid per strategy: rows are the second axis
+// (from its top value down), columns the first; each cell the recovery
+// time in seconds, or "stuck".
+func writeSweepTable(w io.Writer, sw *sweep, g *sweepGrid) error {
+	for k, name := range g.names {
+		if k > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "%s: recovery time (s) or stuck; columns %s, rows %s\n", name, sw.axes[0].name, sw.axes[1].name)
+		tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
+		fmt.Fprint(tw, "\t")
+		for _, x := range sw.axes[0].values {
+			fmt.Fprintf(tw, "%g\t", x)
+		}
+		fmt.Fprintln(tw)
+		for j := len(sw.axes[1].values) - 1; j >= 0; j-- {
+			fmt.Fprintf(tw, "%g\t", sw.axes[1].values[j])
+			for i := range sw.axes[0].values {
+				r := g.cells[k][i][j]
+				if r.Recovered {
+					fmt.Fprintf(tw, "%.0f\t", r.RecoveryTime.Seconds())
+				} else {
+					fmt.Fprint(tw, "stuck\t")
+				}
+			}
+			fmt.Fprintln(tw)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
