@@ -1,0 +1,205 @@
+package retryaws_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retryaws"
+)
+
+// An operation called through the generated clients.
+type operation struct {
+	name string // as the fake counts it
+	call func(ctx context.Context, s *s3.Client, d *dynamodb.Client) error
+}
+
+var (
+	opGetObject = operation{"GetObject", func(ctx context.Context, s *s3.Client, _ *dynamodb.Client) error {
+		out, err := s.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("b"), Key: aws.String("k")})
+		if err == nil {
+			_, err = io.Copy(io.Discard, out.Body)
+			out.Body.Close()
+		}
+		return err
+	}}
+	opCopyObject = operation{"CopyObject", func(ctx context.Context, s *s3.Client, _ *dynamodb.Client) error {
+		_, err := s.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("b"), Key: aws.String("k2"), CopySource: aws.String("b/k")})
+		return err
+	}}
+	opComplete = operation{"CompleteMultipartUpload", func(ctx context.Context, s *s3.Client, _ *dynamodb.Client) error {
+		_, err := s.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+			Bucket: aws.String("b"), Key: aws.String("k"), UploadId: aws.String("u1"),
+			MultipartUpload: &s3types.CompletedMultipartUpload{Parts: []s3types.CompletedPart{{ETag: aws.String(`"e"`), PartNumber: aws.Int32(1)}}},
+		})
+		return err
+	}}
+	opPutObject = operation{"PutObject", func(ctx context.Context, s *s3.Client, _ *dynamodb.Client) error {
+		_, err := s.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("k"), Body: strings.NewReader("hello")})
+		return err
+	}}
+	opUpdateItem = operation{"UpdateItem", func(ctx context.Context, _ *s3.Client, d *dynamodb.Client) error {
+		_, err := d.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 aws.String("t"),
+			Key:                       map[string]ddb.AttributeValue{"pk": &ddb.AttributeValueMemberS{Value: "c"}},
+			UpdateExpression:          aws.String("ADD n :one"),
+			ExpressionAttributeValues: map[string]ddb.AttributeValue{":one": &ddb.AttributeValueMemberN{Value: "1"}},
+		})
+		return err
+	}}
+	opGetItem = operation{"GetItem", func(ctx context.Context, _ *s3.Client, d *dynamodb.Client) error {
+		_, err := d.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("t"), Key: map[string]ddb.AttributeValue{"pk": &ddb.AttributeValueMemberS{Value: "c"}}})
+		return err
+	}}
+	opPutItem = operation{"PutItem", func(ctx context.Context, _ *s3.Client, d *dynamodb.Client) error {
+		_, err := d.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("t"), Item: map[string]ddb.AttributeValue{"pk": &ddb.AttributeValueMemberS{Value: "c"}}})
+		return err
+	}}
+	opTransact = operation{"TransactWriteItems", func(ctx context.Context, _ *s3.Client, d *dynamodb.Client) error {
+		_, err := d.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []ddb.TransactWriteItem{{
+			Put: &ddb.Put{TableName: aws.String("t"), Item: map[string]ddb.AttributeValue{"pk": &ddb.AttributeValueMemberS{Value: "c"}}},
+		}}})
+		return err
+	}}
+)
+
+// quick is a policy with no waits, for the tests that look at attempts.
+var quick = retry.Policy{Initial: retry.Immediate, MaxAttempts: 4}
+
+func newRetryer(t *testing.T, p retry.Policy, opts ...retryaws.Option) *retryaws.Retryer {
+	t.Helper()
+	r, err := retryaws.New(p, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// failFirst answers the first n requests of op with a, the others normally.
+func failFirst(op string, n int, a answer) func(string, int) answer {
+	return func(o string, i int) answer {
+		if o == op && i <= n {
+			return a
+		}
+		return answer{}
+	}
+}
+
+func TestClassification(t *testing.T) {
+	throttle := func(code string) answer { return answer{status: 400, code: code} }
+	for _, tc := range []struct {
+		name     string
+		op       operation
+		a        answer
+		fails    int  // requests answered with a, then normal answers
+		requests int  // what the server must see
+		ok       bool // the call succeeds
+		maybe    bool // its error matches ErrMaybeApplied
+	}{
+		{"S3 SlowDown 503", opGetObject, answer{status: 503, code: "SlowDown"}, 2, 3, true, false},
+		{"S3 SlowDown 503 on an unsafe write", opComplete, answer{status: 503, code: "SlowDown"}, 2, 3, true, false},
+		{"DynamoDB ThrottlingException", opUpdateItem, throttle("ThrottlingException"), 2, 3, true, false},
+		{"DynamoDB ProvisionedThroughputExceededException", opUpdateItem, throttle("ProvisionedThroughputExceededException"), 3, 4, true, false},
+		{"throttled at every attempt", opUpdateItem, throttle("ProvisionedThroughputExceededException"), 9, 4, false, false},
+		{"InternalServerError on a read", opGetItem, answer{status: 500, code: "InternalServerError"}, 1, 2, true, false},
+		{"InternalServerError on UpdateItem", opUpdateItem, answer{status: 500, code: "InternalServerError"}, 1, 1, false, true},
+		{"InternalServerError on PutItem (idempotent)", opPutItem, answer{status: 500, code: "InternalServerError"}, 1, 2, true, false},
+		{"S3 200 with an error body on CopyObject (idempotent)", opCopyObject, answer{s3Body200Error: true}, 1, 2, true, false},
+		{"S3 200 with an error body on CompleteMultipartUpload", opComplete, answer{s3Body200Error: true}, 1, 1, false, true},
+		{"reset after the request was read, GetItem", opGetItem, answer{drop: true}, 2, 3, true, false},
+		{"reset after the request was read, UpdateItem", opUpdateItem, answer{drop: true}, 1, 1, false, true},
+		{"reset after the request was read, PutObject (idempotent)", opPutObject, answer{drop: true}, 1, 2, true, false},
+		{"reset after the request was read, TransactWriteItems (token)", opTransact, answer{drop: true}, 1, 2, true, false},
+		{"AccessDenied", opGetObject, answer{status: 403, code: "AccessDenied"}, 9, 1, false, false},
+		{"ValidationException", opGetItem, throttle("ValidationException"), 9, 1, false, false},
+		{"ConditionalCheckFailedException", opUpdateItem, throttle("ConditionalCheckFailedException"), 9, 1, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			f.objects["b/k"] = []byte("hello")
+			f.script = failFirst(tc.op.name, tc.fails, tc.a)
+			s, d := clients(f.start(t), newRetryer(t, quick), nil)
+			err := tc.op.call(ctxTimeout(t), s, d)
+			if got := f.requests(tc.op.name); got != tc.requests {
+				t.Errorf("the server saw %d requests, want %d (err: %v)", got, tc.requests, err)
+			}
+			if (err == nil) != tc.ok {
+				t.Fatalf("err = %v, want success %v", err, tc.ok)
+			}
+			if err == nil {
+				return
+			}
+			if got := errors.Is(err, retryaws.ErrMaybeApplied); got != tc.maybe {
+				t.Errorf("errors.Is(err, ErrMaybeApplied) = %v, want %v: %v", got, tc.maybe, err)
+			}
+			if !retry.IsExhausted(err) {
+				t.Errorf("retry.IsExhausted(err) = false: an enclosing retry loop would repeat the call: %v", err)
+			}
+			var re *retry.Error
+			if !errors.As(err, &re) || re.Attempts != tc.requests {
+				t.Errorf("errors.As(*retry.Error) = %v; attempts %v, want %d", re != nil, re, tc.requests)
+			}
+		})
+	}
+}
+
+// The SDK fills a TransactWriteItems' ClientRequestToken once, before its
+// retry loop: the repeat after a lost reply sends the same token.
+func TestTokenIsReused(t *testing.T) {
+	f := newFake()
+	f.script = failFirst("TransactWriteItems", 1, answer{drop: true})
+	s, d := clients(f.start(t), newRetryer(t, quick), nil)
+	if err := opTransact.call(ctxTimeout(t), s, d); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.tokens) != 2 || f.tokens[0] == "" || f.tokens[0] != f.tokens[1] {
+		t.Fatalf("tokens %q, want the same non-empty token twice", f.tokens)
+	}
+}
+
+// A clock-skew refusal (a Date header far from the client's clock) is
+// retried: the SDK corrects its clock, and the retry is signed again.
+func TestClockSkew(t *testing.T) {
+	f := newFake()
+	f.skewAt = time.Now().Add(time.Hour)
+	f.script = failFirst("GetItem", 1, answer{status: 400, code: "InvalidSignatureException"})
+	s, d := clients(f.start(t), newRetryer(t, quick), nil)
+	if err := opGetItem.call(ctxTimeout(t), s, d); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.requests("GetItem"); got != 2 {
+		t.Fatalf("requests %d, want 2", got)
+	}
+}
+
+func TestMarkSafeAndWithClass(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ctx  func(context.Context) context.Context
+		opts []retryaws.Option
+	}{
+		{"MarkSafe", retryaws.MarkSafe, nil},
+		{"WithClass", func(c context.Context) context.Context { return c }, []retryaws.Option{retryaws.WithClass(retryaws.ServiceDynamoDB, retryaws.Idempotent, "UpdateItem")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			f.script = failFirst("UpdateItem", 1, answer{drop: true})
+			s, d := clients(f.start(t), newRetryer(t, quick, tc.opts...), nil)
+			if err := opUpdateItem.call(tc.ctx(ctxTimeout(t)), s, d); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.item("c"); got != 2 {
+				t.Fatalf("counter %d, want 2 (applied twice, as the caller allowed)", got)
+			}
+		})
+	}
+}
