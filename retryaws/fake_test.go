@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/retrykit/retry/retryaws"
 	"go.uber.org/goleak"
 )
 
@@ -85,7 +86,9 @@ func (f *fake) item(pk string) int64 {
 // serve handles one request: it returns the status, headers and body of
 // the reply, and drop when the connection must be reset instead.
 func (f *fake) serve(r *http.Request) (status int, h http.Header, body []byte, drop bool) {
-	body, _ = io.ReadAll(r.Body)
+	if r.Body != nil {
+		body, _ = io.ReadAll(r.Body)
+	}
 	op := s3Operation(r)
 	dynamo := false
 	if t := r.Header.Get("X-Amz-Target"); t != "" {
@@ -288,4 +291,13 @@ func ctxTimeout(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// retryerOrSDK returns r as an aws.Retryer, or nil (the SDK's own) for a
+// nil r.
+func retryerOrSDK(r *retryaws.Retryer) aws.Retryer {
+	if r == nil {
+		return nil
+	}
+	return r
 }

@@ -287,16 +287,18 @@ func (c *call) retry(ctx context.Context, err error, v verdict) error {
 		if p.MaxElapsed > 0 && d >= p.MaxElapsed-elapsed {
 			return c.stop(ctx, err, retry.ReasonTimeBudget, elapsed, v.maybe)
 		}
-		if dl, ok := ctx.Deadline(); ok && !time.Now().Add(d).Before(dl) {
-			return c.stop(ctx, err, retry.ReasonDeadline, elapsed, v.maybe)
+		if dl, ok := ctx.Deadline(); ok && d > 0 && d >= time.Until(dl) {
+			// As retry.Do: a wait that ends at or past the deadline would
+			// leave the attempt no time.
+			return c.stopCause(ctx, err, retry.ReasonDeadline, context.DeadlineExceeded, elapsed, v.maybe)
 		}
 		if p.Budget != nil && !p.Budget.AllowRetry() {
 			c.emit(ctx, retry.Event{Kind: retry.EventBudgetRefused, Attempt: c.n, Err: eventErr(err), Elapsed: elapsed})
 			return c.stop(ctx, err, retry.ReasonBudget, elapsed, v.maybe)
 		}
 		c.emit(ctx, retry.Event{Kind: retry.EventRetry, Attempt: c.n, Err: eventErr(err), Delay: d, Elapsed: elapsed})
-		if werr := sleep(ctx, d); werr != nil {
-			c.waited = serverwait.AddSat(c.waited, d) // as retry.Do: a wait the context cut short counts
+		if slept, werr := sleep(ctx, d); werr != nil {
+			c.waited = serverwait.AddSat(c.waited, slept) // as retry.Do: a wait the context cut short counts
 			return c.stopCause(ctx, err, retry.ReasonContext, werr, time.Since(c.start), v.maybe)
 		}
 		c.waited = serverwait.AddSat(c.waited, d)
@@ -312,19 +314,21 @@ func (c *call) retry(ctx context.Context, err error, v verdict) error {
 	return nil
 }
 
-// sleep waits d or until ctx ends, and returns ctx's error in that case.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
+// sleep waits d or until ctx ends, and then returns how long it waited
+// and ctx's error. A context that ends as the wait does counts as ended:
+// no attempt starts once it has.
+func sleep(ctx context.Context, d time.Duration) (time.Duration, error) {
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		start := time.Now()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return min(d, time.Since(start)), ctx.Err()
+		}
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return d, ctx.Err()
 }
 
 func (c *call) stop(ctx context.Context, err error, reason retry.Reason, elapsed time.Duration, maybe bool) error {

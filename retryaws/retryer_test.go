@@ -57,7 +57,7 @@ var (
 		return err
 	}}
 	opGetItem = operation{"GetItem", func(ctx context.Context, _ *s3.Client, d *dynamodb.Client) error {
-		_, err := d.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("t"), Key: map[string]ddb.AttributeValue{"pk": &ddb.AttributeValueMemberS{Value: "c"}}})
+		_, err := d.GetItem(ctx, getItemInput())
 		return err
 	}}
 	opPutItem = operation{"PutItem", func(ctx context.Context, _ *s3.Client, d *dynamodb.Client) error {
@@ -202,4 +202,8 @@ func TestMarkSafeAndWithClass(t *testing.T) {
 			}
 		})
 	}
+}
+
+func getItemInput() *dynamodb.GetItemInput {
+	return &dynamodb.GetItemInput{TableName: aws.String("t"), Key: map[string]ddb.AttributeValue{"pk": &ddb.AttributeValueMemberS{Value: "c"}}}
 }

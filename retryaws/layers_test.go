@@ -1,0 +1,73 @@
+package retryaws_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retryaws"
+)
+
+// The server sees one layer's worth of attempts whatever the user stacks:
+// retryaws alone, retryaws inside a retry.Do (the call's error says the
+// retries were used up, so the outer loop stops), and the SDK's retryer
+// left on under a retry.Do, which Check reports and which multiplies.
+func TestOneLayer(t *testing.T) {
+	outer := retry.Policy{Initial: retry.Immediate, MaxAttempts: 3}
+	around := func(ctx context.Context, d *dynamodb.Client) error {
+		return retry.Do(ctx, outer, func(ctx context.Context) error { return opGetItem.call(ctx, nil, d) })
+	}
+	alone := func(ctx context.Context, d *dynamodb.Client) error { return opGetItem.call(ctx, nil, d) }
+	for _, tc := range []struct {
+		name     string
+		sdk      bool // the SDK's own retryer instead of retryaws
+		call     func(context.Context, *dynamodb.Client) error
+		a        answer
+		requests int
+	}{
+		{"retryaws alone, 500", false, alone, answer{status: 500, code: "InternalServerError"}, 4},
+		{"retryaws in retry.Do, 500", false, around, answer{status: 500, code: "InternalServerError"}, 4},
+		{"retryaws in retry.Do, ValidationException", false, around, answer{status: 400, code: "ValidationException"}, 1},
+		{"retryaws in retry.Do, lost reply of a read", false, around, answer{drop: true}, 4},
+		{"the SDK's retryer in retry.Do, 500 (counted)", true, around, answer{status: 500, code: "InternalServerError"}, 3 * 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake()
+				f.script = failFirst("GetItem", 99, tc.a)
+				var r *retryaws.Retryer
+				if !tc.sdk {
+					r = newRetryer(t, quick)
+				}
+				_, d := clients("http://fake.invalid", retryerOrSDK(r), memClient{f})
+				if err := tc.call(context.Background(), d); err == nil {
+					t.Fatal("the call succeeded")
+				}
+				if got := f.requests("GetItem"); got != tc.requests {
+					t.Errorf("the server saw %d requests, want %d", got, tc.requests)
+				}
+				err := retryaws.Check(d.Options().Retryer)
+				if tc.sdk != errors.Is(err, retryaws.ErrOtherRetryer) {
+					t.Errorf("Check = %v", err)
+				}
+			})
+		})
+	}
+}
+
+func TestCheck(t *testing.T) {
+	_, d := clients("http://fake.invalid", newRetryer(t, quick), nil)
+	if err := retryaws.Check(d.Options().Retryer); err != nil {
+		t.Fatalf("Check of a client with a Retryer: %v", err)
+	}
+	over := dynamodb.New(d.Options(), func(o *dynamodb.Options) { o.RetryMaxAttempts = 5 })
+	if err := retryaws.Check(over.Options().Retryer); !errors.Is(err, retryaws.ErrMaxAttemptsOverride) {
+		t.Fatalf("Check of an overridden Retryer = %v", err)
+	}
+	if err := retryaws.Check(nil); !errors.Is(err, retryaws.ErrOtherRetryer) {
+		t.Fatalf("Check(nil) = %v", err)
+	}
+}
