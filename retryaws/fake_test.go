@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -45,6 +46,11 @@ type answer struct {
 // it may be changed only while no request is in flight.
 type fake struct {
 	script func(op string, n int) answer
+	// dropRate, when set, is the share of requests (over all operations)
+	// whose reply is lost after the fake applied them, drawn from a
+	// generator seeded with 1 in the order the requests arrive.
+	dropRate float64
+	drops    *rand.Rand
 
 	mu      sync.Mutex
 	count   map[string]int   // requests received per operation
@@ -53,6 +59,7 @@ type fake struct {
 	items   map[string]int64 // DynamoDB attribute n per key pk
 	objects map[string][]byte
 	tokens  []string // ClientRequestToken of each TransactWriteItems request
+	seq     int      // requests received
 	skewAt  time.Time
 }
 
@@ -75,6 +82,13 @@ func (f *fake) total() int {
 		n += c
 	}
 	return n
+}
+
+// lost returns how many replies to op were dropped after applying it.
+func (f *fake) lost(op string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.dropped[op]
 }
 
 func (f *fake) item(pk string) int64 {
@@ -100,6 +114,15 @@ func (f *fake) serve(r *http.Request) (status int, h http.Header, body []byte, d
 	var a answer
 	if f.script != nil {
 		a = f.script(op, f.count[op])
+	}
+	f.seq++
+	if f.dropRate > 0 {
+		if f.drops == nil {
+			f.drops = rand.New(rand.NewPCG(1, 1))
+		}
+		if f.drops.Float64() < f.dropRate {
+			a.drop = true
+		}
 	}
 	h = http.Header{}
 	for k, v := range a.header {
