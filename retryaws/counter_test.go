@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/awsfake"
 	"github.com/retrykit/retry/retryaws"
 )
 
@@ -42,47 +43,47 @@ func counterRun(ctx context.Context, d *dynamodb.Client, calls int) (updateErrs,
 // and the figures are the same at every run.
 func TestCounterSideBySide(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFake()
-		f.dropRate = 0.2
-		_, d := clients("http://fake.invalid", nil, memClient{f})
+		f := awsfake.New()
+		f.DropRate = 0.2
+		_, d := clients("http://fake.invalid", nil, awsfake.Client{F: f})
 		updErrs, _, getErrs := counterRun(context.Background(), d, counterCalls)
 		t.Logf("SDK standard retryer: counter %d after %d UpdateItem calls (%d failed), %d replies lost, %d GetItem failed, %d requests",
-			f.item("c"), counterCalls, updErrs, f.lost("UpdateItem"), getErrs, f.total())
-		if f.item("c") <= counterCalls {
-			t.Errorf("SDK: counter %d, expected above %d", f.item("c"), counterCalls)
+			f.Item("c"), counterCalls, updErrs, f.Lost("UpdateItem"), getErrs, f.Total())
+		if f.Item("c") <= counterCalls {
+			t.Errorf("SDK: counter %d, expected above %d", f.Item("c"), counterCalls)
 		}
 
-		f = newFake()
-		f.dropRate = 0.2
+		f = awsfake.New()
+		f.DropRate = 0.2
 		p := retry.Policy{Initial: 25 * time.Millisecond, Jitter: retry.FullJitter} // 10 attempts
-		_, d = clients("http://fake.invalid", newRetryer(t, p), memClient{f})
+		_, d = clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f})
 		updErrs, maybe, getErrs := counterRun(context.Background(), d, counterCalls)
 		t.Logf("retryaws: counter %d after %d UpdateItem calls (%d returned ErrMaybeApplied), %d replies lost, %d GetItem failed, %d requests",
-			f.item("c"), counterCalls, maybe, f.lost("UpdateItem"), getErrs, f.total())
+			f.Item("c"), counterCalls, maybe, f.Lost("UpdateItem"), getErrs, f.Total())
 		checkCounter(t, f, counterCalls, updErrs, maybe, getErrs)
 	})
 }
 
-func checkCounter(t *testing.T, f *fake, calls, updErrs, maybe, getErrs int) {
+func checkCounter(t *testing.T, f *awsfake.Fake, calls, updErrs, maybe, getErrs int) {
 	t.Helper()
-	if got := f.item("c"); got != int64(calls) {
+	if got := f.Item("c"); got != int64(calls) {
 		t.Errorf("retryaws: counter %d, want exactly %d", got, calls)
 	}
-	if lost := f.lost("UpdateItem"); maybe != lost || updErrs != maybe || lost == 0 {
+	if lost := f.Lost("UpdateItem"); maybe != lost || updErrs != maybe || lost == 0 {
 		t.Errorf("retryaws: %d UpdateItem errors, %d matching ErrMaybeApplied, %d replies lost; want all three equal and above 0", updErrs, maybe, lost)
 	}
-	if getErrs != 0 || f.lost("GetItem") == 0 {
-		t.Errorf("retryaws: %d GetItem failed (%d replies lost), want none failed", getErrs, f.lost("GetItem"))
+	if getErrs != 0 || f.Lost("GetItem") == 0 {
+		t.Errorf("retryaws: %d GetItem failed (%d replies lost), want none failed", getErrs, f.Lost("GetItem"))
 	}
 }
 
 // The same with retryaws over a real loopback connection, reset (RST)
 // after the fake applied the request.
 func TestCounterOverTheWire(t *testing.T) {
-	f := newFake()
-	f.dropRate = 0.2
+	f := awsfake.New()
+	f.DropRate = 0.2
 	p := retry.Policy{Initial: time.Millisecond, Jitter: retry.FullJitter} // 10 attempts
-	_, d := clients(f.start(t), newRetryer(t, p), nil)
+	_, d := clients(start(t, f), newRetryer(t, p), nil)
 	ctx := ctxTimeout(t)
 	updErrs, maybe, getErrs := counterRun(ctx, d, 200)
 	checkCounter(t, f, 200, updErrs, maybe, getErrs)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/awsfake"
 	"github.com/retrykit/retry/retryaws"
 )
 
@@ -25,28 +26,28 @@ func TestOneLayer(t *testing.T) {
 		name     string
 		sdk      bool // the SDK's own retryer instead of retryaws
 		call     func(context.Context, *dynamodb.Client) error
-		a        answer
+		a        awsfake.Answer
 		requests int
 	}{
-		{"retryaws alone, 500", false, alone, answer{status: 500, code: "InternalServerError"}, 4},
-		{"retryaws in retry.Do, 500", false, around, answer{status: 500, code: "InternalServerError"}, 4},
-		{"retryaws in retry.Do, ValidationException", false, around, answer{status: 400, code: "ValidationException"}, 1},
-		{"retryaws in retry.Do, lost reply of a read", false, around, answer{drop: true}, 4},
-		{"the SDK's retryer in retry.Do, 500 (counted)", true, around, answer{status: 500, code: "InternalServerError"}, 3 * 4},
+		{"retryaws alone, 500", false, alone, awsfake.Answer{Status: 500, Code: "InternalServerError"}, 4},
+		{"retryaws in retry.Do, 500", false, around, awsfake.Answer{Status: 500, Code: "InternalServerError"}, 4},
+		{"retryaws in retry.Do, ValidationException", false, around, awsfake.Answer{Status: 400, Code: "ValidationException"}, 1},
+		{"retryaws in retry.Do, lost reply of a read", false, around, awsfake.Answer{Drop: true}, 4},
+		{"the SDK's retryer in retry.Do, 500 (counted)", true, around, awsfake.Answer{Status: 500, Code: "InternalServerError"}, 3 * 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := newFake()
-				f.script = failFirst("GetItem", 99, tc.a)
+				f := awsfake.New()
+				f.Script = failFirst("GetItem", 99, tc.a)
 				var r *retryaws.Retryer
 				if !tc.sdk {
 					r = newRetryer(t, quick)
 				}
-				_, d := clients("http://fake.invalid", retryerOrSDK(r), memClient{f})
+				_, d := clients("http://fake.invalid", retryerOrSDK(r), awsfake.Client{F: f})
 				if err := tc.call(context.Background(), d); err == nil {
 					t.Fatal("the call succeeded")
 				}
-				if got := f.requests("GetItem"); got != tc.requests {
+				if got := f.Requests("GetItem"); got != tc.requests {
 					t.Errorf("the server saw %d requests, want %d", got, tc.requests)
 				}
 				err := retryaws.Check(d.Options().Retryer)

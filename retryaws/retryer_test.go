@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/awsfake"
 	"github.com/retrykit/retry/retryaws"
 )
 
@@ -85,51 +86,51 @@ func newRetryer(t *testing.T, p retry.Policy, opts ...retryaws.Option) *retryaws
 }
 
 // failFirst answers the first n requests of op with a, the others normally.
-func failFirst(op string, n int, a answer) func(string, int) answer {
-	return func(o string, i int) answer {
+func failFirst(op string, n int, a awsfake.Answer) func(string, int) awsfake.Answer {
+	return func(o string, i int) awsfake.Answer {
 		if o == op && i <= n {
 			return a
 		}
-		return answer{}
+		return awsfake.Answer{}
 	}
 }
 
 func TestClassification(t *testing.T) {
-	throttle := func(code string) answer { return answer{status: 400, code: code} }
+	throttle := func(code string) awsfake.Answer { return awsfake.Answer{Status: 400, Code: code} }
 	for _, tc := range []struct {
 		name     string
 		op       operation
-		a        answer
+		a        awsfake.Answer
 		fails    int  // requests answered with a, then normal answers
 		requests int  // what the server must see
 		ok       bool // the call succeeds
 		maybe    bool // its error matches ErrMaybeApplied
 	}{
-		{"S3 SlowDown 503", opGetObject, answer{status: 503, code: "SlowDown"}, 2, 3, true, false},
-		{"S3 SlowDown 503 on an unsafe write", opComplete, answer{status: 503, code: "SlowDown"}, 2, 3, true, false},
+		{"S3 SlowDown 503", opGetObject, awsfake.Answer{Status: 503, Code: "SlowDown"}, 2, 3, true, false},
+		{"S3 SlowDown 503 on an unsafe write", opComplete, awsfake.Answer{Status: 503, Code: "SlowDown"}, 2, 3, true, false},
 		{"DynamoDB ThrottlingException", opUpdateItem, throttle("ThrottlingException"), 2, 3, true, false},
 		{"DynamoDB ProvisionedThroughputExceededException", opUpdateItem, throttle("ProvisionedThroughputExceededException"), 3, 4, true, false},
 		{"throttled at every attempt", opUpdateItem, throttle("ProvisionedThroughputExceededException"), 9, 4, false, false},
-		{"InternalServerError on a read", opGetItem, answer{status: 500, code: "InternalServerError"}, 1, 2, true, false},
-		{"InternalServerError on UpdateItem", opUpdateItem, answer{status: 500, code: "InternalServerError"}, 1, 1, false, true},
-		{"InternalServerError on PutItem (idempotent)", opPutItem, answer{status: 500, code: "InternalServerError"}, 1, 2, true, false},
-		{"S3 200 with an error body on CopyObject (idempotent)", opCopyObject, answer{s3Body200Error: true}, 1, 2, true, false},
-		{"S3 200 with an error body on CompleteMultipartUpload", opComplete, answer{s3Body200Error: true}, 1, 1, false, true},
-		{"reset after the request was read, GetItem", opGetItem, answer{drop: true}, 2, 3, true, false},
-		{"reset after the request was read, UpdateItem", opUpdateItem, answer{drop: true}, 1, 1, false, true},
-		{"reset after the request was read, PutObject (idempotent)", opPutObject, answer{drop: true}, 1, 2, true, false},
-		{"reset after the request was read, TransactWriteItems (token)", opTransact, answer{drop: true}, 1, 2, true, false},
-		{"AccessDenied", opGetObject, answer{status: 403, code: "AccessDenied"}, 9, 1, false, false},
+		{"InternalServerError on a read", opGetItem, awsfake.Answer{Status: 500, Code: "InternalServerError"}, 1, 2, true, false},
+		{"InternalServerError on UpdateItem", opUpdateItem, awsfake.Answer{Status: 500, Code: "InternalServerError"}, 1, 1, false, true},
+		{"InternalServerError on PutItem (idempotent)", opPutItem, awsfake.Answer{Status: 500, Code: "InternalServerError"}, 1, 2, true, false},
+		{"S3 200 with an error body on CopyObject (idempotent)", opCopyObject, awsfake.Answer{S3Body200Error: true}, 1, 2, true, false},
+		{"S3 200 with an error body on CompleteMultipartUpload", opComplete, awsfake.Answer{S3Body200Error: true}, 1, 1, false, true},
+		{"reset after the request was read, GetItem", opGetItem, awsfake.Answer{Drop: true}, 2, 3, true, false},
+		{"reset after the request was read, UpdateItem", opUpdateItem, awsfake.Answer{Drop: true}, 1, 1, false, true},
+		{"reset after the request was read, PutObject (idempotent)", opPutObject, awsfake.Answer{Drop: true}, 1, 2, true, false},
+		{"reset after the request was read, TransactWriteItems (token)", opTransact, awsfake.Answer{Drop: true}, 1, 2, true, false},
+		{"AccessDenied", opGetObject, awsfake.Answer{Status: 403, Code: "AccessDenied"}, 9, 1, false, false},
 		{"ValidationException", opGetItem, throttle("ValidationException"), 9, 1, false, false},
 		{"ConditionalCheckFailedException", opUpdateItem, throttle("ConditionalCheckFailedException"), 9, 1, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFake()
-			f.objects["b/k"] = []byte("hello")
-			f.script = failFirst(tc.op.name, tc.fails, tc.a)
-			s, d := clients(f.start(t), newRetryer(t, quick), nil)
+			f := awsfake.New()
+			f.SetObject("b/k", []byte("hello"))
+			f.Script = failFirst(tc.op.name, tc.fails, tc.a)
+			s, d := clients(start(t, f), newRetryer(t, quick), nil)
 			err := tc.op.call(ctxTimeout(t), s, d)
-			if got := f.requests(tc.op.name); got != tc.requests {
+			if got := f.Requests(tc.op.name); got != tc.requests {
 				t.Errorf("the server saw %d requests, want %d (err: %v)", got, tc.requests, err)
 			}
 			if (err == nil) != tc.ok {
@@ -155,28 +156,28 @@ func TestClassification(t *testing.T) {
 // The SDK fills a TransactWriteItems' ClientRequestToken once, before its
 // retry loop: the repeat after a lost reply sends the same token.
 func TestTokenIsReused(t *testing.T) {
-	f := newFake()
-	f.script = failFirst("TransactWriteItems", 1, answer{drop: true})
-	s, d := clients(f.start(t), newRetryer(t, quick), nil)
+	f := awsfake.New()
+	f.Script = failFirst("TransactWriteItems", 1, awsfake.Answer{Drop: true})
+	s, d := clients(start(t, f), newRetryer(t, quick), nil)
 	if err := opTransact.call(ctxTimeout(t), s, d); err != nil {
 		t.Fatal(err)
 	}
-	if len(f.tokens) != 2 || f.tokens[0] == "" || f.tokens[0] != f.tokens[1] {
-		t.Fatalf("tokens %q, want the same non-empty token twice", f.tokens)
+	if tok := f.Tokens(); len(tok) != 2 || tok[0] == "" || tok[0] != tok[1] {
+		t.Fatalf("tokens %q, want the same non-empty token twice", f.Tokens())
 	}
 }
 
 // A clock-skew refusal (a Date header far from the client's clock) is
 // retried: the SDK corrects its clock, and the retry is signed again.
 func TestClockSkew(t *testing.T) {
-	f := newFake()
-	f.skewAt = time.Now().Add(time.Hour)
-	f.script = failFirst("GetItem", 1, answer{status: 400, code: "InvalidSignatureException"})
-	s, d := clients(f.start(t), newRetryer(t, quick), nil)
+	f := awsfake.New()
+	f.SkewAt = time.Now().Add(time.Hour)
+	f.Script = failFirst("GetItem", 1, awsfake.Answer{Status: 400, Code: "InvalidSignatureException"})
+	s, d := clients(start(t, f), newRetryer(t, quick), nil)
 	if err := opGetItem.call(ctxTimeout(t), s, d); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.requests("GetItem"); got != 2 {
+	if got := f.Requests("GetItem"); got != 2 {
 		t.Fatalf("requests %d, want 2", got)
 	}
 }
@@ -191,13 +192,13 @@ func TestMarkSafeAndWithClass(t *testing.T) {
 		{"WithClass", func(c context.Context) context.Context { return c }, []retryaws.Option{retryaws.WithClass(retryaws.ServiceDynamoDB, retryaws.Idempotent, "UpdateItem")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFake()
-			f.script = failFirst("UpdateItem", 1, answer{drop: true})
-			s, d := clients(f.start(t), newRetryer(t, quick, tc.opts...), nil)
+			f := awsfake.New()
+			f.Script = failFirst("UpdateItem", 1, awsfake.Answer{Drop: true})
+			s, d := clients(start(t, f), newRetryer(t, quick, tc.opts...), nil)
 			if err := opUpdateItem.call(tc.ctx(ctxTimeout(t)), s, d); err != nil {
 				t.Fatal(err)
 			}
-			if got := f.item("c"); got != 2 {
+			if got := f.Item("c"); got != 2 {
 				t.Fatalf("counter %d, want 2 (applied twice, as the caller allowed)", got)
 			}
 		})

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/awsfake"
 	"github.com/retrykit/retry/retryaws"
 )
 
@@ -49,12 +50,12 @@ func (r *recorder) String() string {
 // the Observer as retry.Do reports it.
 func TestWaitsAndEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFake()
-		f.objects["b/k"] = []byte("hello")
-		f.script = failFirst("GetObject", 2, answer{status: 503, code: "SlowDown"})
+		f := awsfake.New()
+		f.SetObject("b/k", []byte("hello"))
+		f.Script = failFirst("GetObject", 2, awsfake.Answer{Status: 503, Code: "SlowDown"})
 		rec := &recorder{}
 		p := retry.Policy{Initial: 100 * time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 4, Observer: rec}
-		s, d := clients("http://fake.invalid", newRetryer(t, p), memClient{f})
+		s, d := clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f})
 		start := time.Now()
 		if err := opGetObject.call(context.Background(), s, d); err != nil {
 			t.Fatal(err)
@@ -62,7 +63,7 @@ func TestWaitsAndEvents(t *testing.T) {
 		if got := time.Since(start); got != 300*time.Millisecond {
 			t.Errorf("the call took %v, want the policy's 100 ms + 200 ms", got)
 		}
-		if got := f.requests("GetObject"); got != 3 {
+		if got := f.Requests("GetObject"); got != 3 {
 			t.Errorf("requests %d, want 3", got)
 		}
 		want := "attempt 1, retry 1 delay=100ms, attempt 2, retry 2 delay=200ms, attempt 3, done 3 waited=300ms reason=0"
@@ -74,11 +75,11 @@ func TestWaitsAndEvents(t *testing.T) {
 
 func TestAttemptsUsedUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFake()
-		f.script = failFirst("GetItem", 99, answer{status: 500, code: "InternalServerError"})
+		f := awsfake.New()
+		f.Script = failFirst("GetItem", 99, awsfake.Answer{Status: 500, Code: "InternalServerError"})
 		rec := &recorder{}
 		p := retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 3, Observer: rec}
-		s, d := clients("http://fake.invalid", newRetryer(t, p), memClient{f})
+		s, d := clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f})
 		err := opGetItem.call(context.Background(), s, d)
 		var re *retry.Error
 		if !errors.As(err, &re) || re.Reason != retry.ReasonAttempts || re.Attempts != 3 {
@@ -112,16 +113,16 @@ func TestRetryAfterHeader(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := newFake()
-				f.script = failFirst("GetItem", 1, answer{status: 400, code: "ThrottlingException", header: map[string]string{"X-Amz-Retry-After": tc.header}})
+				f := awsfake.New()
+				f.Script = failFirst("GetItem", 1, awsfake.Answer{Status: 400, Code: "ThrottlingException", Header: map[string]string{"X-Amz-Retry-After": tc.header}})
 				p := retry.Policy{Initial: 100 * time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 3}
-				s, d := clients("http://fake.invalid", newRetryer(t, p), memClient{f})
+				s, d := clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f})
 				start := time.Now()
 				err := opGetItem.call(context.Background(), s, d)
 				took := time.Since(start)
 				if tc.fails {
-					if err == nil || f.requests("GetItem") != 1 || took != 0 {
-						t.Fatalf("err %v after %d requests in %v, want the throttling error at once", err, f.requests("GetItem"), took)
+					if err == nil || f.Requests("GetItem") != 1 || took != 0 {
+						t.Fatalf("err %v after %d requests in %v, want the throttling error at once", err, f.Requests("GetItem"), took)
 					}
 					return
 				}
@@ -140,11 +141,11 @@ func TestRetryAfterHeader(t *testing.T) {
 // context cancelled during a wait ends it at once, with the last error.
 func TestContextEndsTheRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFake()
-		f.script = failFirst("GetItem", 99, answer{status: 503, code: "ServiceUnavailable"})
+		f := awsfake.New()
+		f.Script = failFirst("GetItem", 99, awsfake.Answer{Status: 503, Code: "ServiceUnavailable"})
 		rec := &recorder{}
 		p := retry.Policy{Initial: 100 * time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 9, Observer: rec}
-		s, d := clients("http://fake.invalid", newRetryer(t, p), memClient{f})
+		s, d := clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f})
 
 		ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
 		defer cancel()
@@ -154,8 +155,8 @@ func TestContextEndsTheRetries(t *testing.T) {
 		if !errors.As(err, &re) || re.Reason != retry.ReasonDeadline || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err = %v, want ReasonDeadline matching context.DeadlineExceeded", err)
 		}
-		if took := time.Since(start); took != 100*time.Millisecond || f.requests("GetItem") != 2 {
-			t.Fatalf("gave up after %v and %d requests, want 100ms and 2 (the 200 ms wait would pass the deadline)", took, f.requests("GetItem"))
+		if took := time.Since(start); took != 100*time.Millisecond || f.Requests("GetItem") != 2 {
+			t.Fatalf("gave up after %v and %d requests, want 100ms and 2 (the 200 ms wait would pass the deadline)", took, f.Requests("GetItem"))
 		}
 
 		ctx2, cancel2 := context.WithCancel(context.Background())
@@ -179,17 +180,17 @@ func TestContextEndsTheRetries(t *testing.T) {
 // request.
 func TestBudgetAndThrottle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFake()
-		f.script = failFirst("GetItem", 999, answer{status: 503, code: "ServiceUnavailable"})
+		f := awsfake.New()
+		f.Script = failFirst("GetItem", 999, awsfake.Answer{Status: 503, Code: "ServiceUnavailable"})
 		b, err := retry.NewBudget(retry.BudgetConfig{Ratio: -1, MinPerSecond: 0.2, Window: 10 * time.Second}) // 2 retries per window
 		if err != nil {
 			t.Fatal(err)
 		}
 		p := retry.Policy{Initial: time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 10, Budget: b}
-		s, d := clients("http://fake.invalid", newRetryer(t, p), memClient{f})
+		s, d := clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f})
 		err = opGetItem.call(context.Background(), s, d)
-		if !errors.Is(err, retry.ErrBudgetExhausted) || f.requests("GetItem") != 3 {
-			t.Fatalf("err %v after %d requests, want ErrBudgetExhausted after 3", err, f.requests("GetItem"))
+		if !errors.Is(err, retry.ErrBudgetExhausted) || f.Requests("GetItem") != 3 {
+			t.Fatalf("err %v after %d requests, want ErrBudgetExhausted after 3", err, f.Requests("GetItem"))
 		}
 		if firsts, retries := b.LocalCounts(); firsts != 1 || retries != 2 {
 			t.Fatalf("budget counted %d first attempts and %d retries, want 1 and 2", firsts, retries)
@@ -199,17 +200,17 @@ func TestBudgetAndThrottle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f2 := newFake()
-		f2.script = failFirst("GetItem", 999, answer{status: 503, code: "ServiceUnavailable"})
+		f2 := awsfake.New()
+		f2.Script = failFirst("GetItem", 999, awsfake.Answer{Status: 503, Code: "ServiceUnavailable"})
 		p = retry.Policy{Initial: time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 50, Throttle: th}
-		s, d = clients("http://fake.invalid", newRetryer(t, p), memClient{f2})
+		s, d = clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f2})
 		err = opGetItem.call(context.Background(), s, d)
 		var re *retry.Error
 		if !errors.As(err, &re) || re.Attempts != 50 {
 			t.Fatalf("err %v, want 50 attempts used up", err)
 		}
 		requests, accepts := th.LocalCounts()
-		if sent := f2.requests("GetItem"); sent >= 50 || requests != 50 || accepts != 0 {
+		if sent := f2.Requests("GetItem"); sent >= 50 || requests != 50 || accepts != 0 {
 			t.Fatalf("the server saw %d requests, the Throttle counted %d requests and %d accepts; want fewer than 50 sent, 50 and 0 counted", sent, requests, accepts)
 		}
 	})
@@ -219,14 +220,14 @@ func TestBudgetAndThrottle(t *testing.T) {
 // Options.RetryMaxAttempts replace a custom retryer's attempt limit: such
 // a call is refused unsent.
 func TestMaxAttemptsOverrideRefused(t *testing.T) {
-	f := newFake()
-	url := f.start(t)
+	f := awsfake.New()
+	url := start(t, f)
 	r := newRetryer(t, quick)
 	_, d := clients(url, r, nil)
 	if err := opGetItem.call(ctxTimeout(t), nil, d); err != nil {
 		t.Fatalf("without an override: %v", err)
 	}
-	f.count = map[string]int{}
+	f.ResetCounts()
 
 	dir := t.TempDir()
 	shared := filepath.Join(dir, "config")
@@ -266,7 +267,7 @@ func TestMaxAttemptsOverrideRefused(t *testing.T) {
 			if !errors.Is(err, retryaws.ErrMaxAttemptsOverride) || !retry.IsExhausted(err) {
 				t.Fatalf("err = %v, want ErrMaxAttemptsOverride", err)
 			}
-			if n := f.total(); n != 0 {
+			if n := f.Total(); n != 0 {
 				t.Fatalf("%d requests sent, want none", n)
 			}
 		})
@@ -275,8 +276,8 @@ func TestMaxAttemptsOverrideRefused(t *testing.T) {
 		env(t, shared)
 		t.Setenv("AWS_MAX_ATTEMPTS", "5")
 		c := dynamodb.NewFromConfig(loadConfig(t, url, config.WithRetryer(func() aws.Retryer { return r })))
-		if _, err := c.GetItem(ctxTimeout(t), getItemInput()); err != nil || f.total() != 1 {
-			t.Fatalf("err %v after %d requests, want success after 1", err, f.total())
+		if _, err := c.GetItem(ctxTimeout(t), getItemInput()); err != nil || f.Total() != 1 {
+			t.Fatalf("err %v after %d requests, want success after 1", err, f.Total())
 		}
 	})
 }
