@@ -109,6 +109,13 @@ func (f *Fake) Total() int {
 	return n
 }
 
+// Applied returns how many requests for op the fake applied.
+func (f *Fake) Applied(op string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.applied[op]
+}
+
 // Lost returns how many replies to op were dropped after applying it.
 func (f *Fake) Lost(op string) int {
 	f.mu.Lock()
