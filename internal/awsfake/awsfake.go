@@ -56,6 +56,7 @@ type Fake struct {
 	objects map[string][]byte
 	tokens  []string // ClientRequestToken of each TransactWriteItems request
 	seq     int      // requests received
+	firsts  int      // requests whose Amz-Sdk-Request header says attempt=1
 
 	// SkewAt, if set, is the time the fake's Date header says on the wire
 	// (a clock far from the client's makes a clock-skew error).
@@ -96,6 +97,15 @@ func (f *Fake) ResetCounts() {
 	clear(f.count)
 	clear(f.applied)
 	clear(f.dropped)
+	f.seq, f.firsts = 0, 0
+}
+
+// Firsts returns how many of the requests received were first attempts,
+// by the SDK's Amz-Sdk-Request header (attempt=1).
+func (f *Fake) Firsts() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.firsts
 }
 
 // Total returns how many requests the fake received.
@@ -149,6 +159,9 @@ func (f *Fake) serve(r *http.Request) (status int, h http.Header, body []byte, d
 		a = f.Script(op, f.count[op])
 	}
 	f.seq++
+	if strings.HasPrefix(r.Header.Get("Amz-Sdk-Request"), "attempt=1;") || r.Header.Get("Amz-Sdk-Request") == "attempt=1" {
+		f.firsts++
+	}
 	if f.DropRate > 0 {
 		if f.drops == nil {
 			f.drops = rand.New(rand.NewPCG(1, 1))
