@@ -405,9 +405,19 @@ func sdkAttempt(ctx context.Context) (attempt, max int) {
 	})
 	//lint:ignore SA1019 the only exported reader of the SDK's retry metadata
 	_, _, _ = awsretry.MetricsHeader{}.HandleFinalize(ctx, smithymiddle.FinalizeInput{Request: req}, next)
+	return parseAttemptHeader(h)
+}
+
+// parseAttemptHeader reads an Amz-Sdk-Request header ("attempt=2; max=3";
+// ttl= and unknown parts ignored); a part that does not parse counts as
+// absent (0).
+func parseAttemptHeader(h string) (attempt, max int) {
 	for part := range strings.SplitSeq(h, ";") {
 		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
-		n, _ := strconv.Atoi(v)
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			continue
+		}
 		switch k {
 		case "attempt":
 			attempt = n
