@@ -1,0 +1,54 @@
+package retryaws_test
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/retrykit/retry/retryaws"
+)
+
+// The README's table of operation classes says what Safety says: every
+// operation it names (wildcards aside) has the class of its row.
+func TestREADMEClassTable(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	i := strings.Index(text, "| class | S3 | DynamoDB |")
+	if i < 0 {
+		t.Fatal("README.md has no table of operation classes")
+	}
+	rows := map[string]retryaws.Class{"read-only": retryaws.ReadOnly, "idempotent:": retryaws.Idempotent, "idempotency token": retryaws.Token, "unsafe": retryaws.Unsafe}
+	name := regexp.MustCompile("`([A-Z][A-Za-z0-9]+)`")
+	checked := 0
+	for _, line := range strings.Split(text[i:], "\n")[2:] {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		cells := strings.Split(line, "|")
+		var class retryaws.Class
+		found := false
+		for prefix, c := range rows {
+			if strings.HasPrefix(strings.TrimSpace(cells[1]), prefix) {
+				class, found = c, true
+			}
+		}
+		if !found {
+			t.Fatalf("row %q: unknown class", cells[1])
+		}
+		for col, service := range map[int]string{2: retryaws.ServiceS3, 3: retryaws.ServiceDynamoDB} {
+			for _, m := range name.FindAllStringSubmatch(cells[col], -1) {
+				if got := retryaws.Safety(service, m[1]); got != class {
+					t.Errorf("README: %s %s is %v, Safety says %v", service, m[1], class, got)
+				}
+				checked++
+			}
+		}
+	}
+	if checked < 30 {
+		t.Fatalf("only %d operations checked", checked)
+	}
+}
