@@ -6,8 +6,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/retrykit/retry/retryaws"
 )
+
+func TestServiceIDs(t *testing.T) {
+	if retryaws.ServiceS3 != s3.ServiceID || retryaws.ServiceDynamoDB != dynamodb.ServiceID {
+		t.Fatalf("service IDs %q, %q; the SDK's are %q, %q", retryaws.ServiceS3, retryaws.ServiceDynamoDB, s3.ServiceID, dynamodb.ServiceID)
+	}
+}
 
 // The README's table of operation classes says what Safety says: every
 // operation it names (wildcards aside) has the class of its row.

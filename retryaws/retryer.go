@@ -57,9 +57,6 @@ func New(p retry.Policy, opts ...Option) (*Retryer, error) {
 	return r, nil
 }
 
-// Policy returns the policy the Retryer was made from.
-func (r *Retryer) Policy() retry.Policy { return r.p }
-
 // MaxAttempts returns 0, which the SDK's retry loop reads as "no limit of
 // its own": the policy's MaxAttempts is applied by GetRetryToken, so that a
 // call that used up its attempts ends with retrykit's error (see
