@@ -33,6 +33,8 @@
 //	                   EventAttempt; or the error that ends the call, with EventDone
 //	RetryDelay         returns -(5 s + 1 ns): the wait is over (see Waits)
 //
+// A call whose context had ended before its first attempt is not seen at
+// all: the SDK returns the context's error without asking the Retryer.
 // The Observer is called with the attempt's context, except for the
 // EventDone of a success, which gets context.Background() (the release has
 // no context). AttemptTimeout is not applied (a Retryer cannot bound an

@@ -208,3 +208,28 @@ func TestMarkSafeAndWithClass(t *testing.T) {
 func getItemInput() *dynamodb.GetItemInput {
 	return &dynamodb.GetItemInput{TableName: aws.String("t"), Key: map[string]ddb.AttributeValue{"pk": &ddb.AttributeValueMemberS{Value: "c"}}}
 }
+
+// A context that ends while the reply is awaited ends the call: a write
+// may have been applied (the fake did apply it), a read was not.
+func TestContextEndsWhileWaitingForTheReply(t *testing.T) {
+	for _, tc := range []struct {
+		op    operation
+		maybe bool
+	}{{opUpdateItem, true}, {opGetItem, false}} {
+		t.Run(tc.op.name, func(t *testing.T) {
+			f := awsfake.New()
+			f.Script = failFirst(tc.op.name, 1, awsfake.Answer{Hold: true})
+			s, d := clients(start(t, f), newRetryer(t, quick), nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			err := tc.op.call(ctx, s, d)
+			var re *retry.Error
+			if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &re) || re.Reason != retry.ReasonContext {
+				t.Fatalf("err = %v, want ReasonContext matching context.DeadlineExceeded", err)
+			}
+			if got := errors.Is(err, retryaws.ErrMaybeApplied); got != tc.maybe || f.Requests(tc.op.name) != 1 {
+				t.Fatalf("ErrMaybeApplied %v (want %v) after %d requests (want 1): %v", got, tc.maybe, f.Requests(tc.op.name), err)
+			}
+		})
+	}
+}

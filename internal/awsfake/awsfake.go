@@ -29,6 +29,9 @@ type Answer struct {
 	// CopyObject and CompleteMultipartUpload), after applying the request.
 	S3Body200Error bool
 	Drop           bool // apply the request, then reset the connection: the reply is lost
+	// Hold: apply the request, then answer only once the client gave up
+	// on it (its context ended), or after 10 s.
+	Hold bool
 }
 
 // Fake speaks enough of the S3 REST (path-style) and DynamoDB JSON 1.0
@@ -143,6 +146,19 @@ func (f *Fake) Item(pk string) int64 {
 // serve handles one request: it returns the status, headers and body of
 // the reply, and drop when the connection must be reset instead.
 func (f *Fake) serve(r *http.Request) (status int, h http.Header, body []byte, drop bool) {
+	status, h, body, drop, hold := f.apply(r)
+	if hold {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	}
+	return status, h, body, drop
+}
+
+// apply is serve up to the reply; hold says the reply must wait for the
+// client to give up.
+func (f *Fake) apply(r *http.Request) (status int, h http.Header, body []byte, drop, hold bool) {
 	if r.Body != nil {
 		body, _ = io.ReadAll(r.Body)
 	}
@@ -178,10 +194,10 @@ func (f *Fake) serve(r *http.Request) (status int, h http.Header, body []byte, d
 		if dynamo {
 			h.Set("Content-Type", "application/x-amz-json-1.0")
 			b, _ := json.Marshal(map[string]string{"__type": "com.amazonaws.dynamodb.v20120810#" + a.Code, "message": "fake " + a.Code})
-			return a.Status, h, b, false
+			return a.Status, h, b, false, false
 		}
 		h.Set("Content-Type", "application/xml")
-		return a.Status, h, s3Error(a.Code), false
+		return a.Status, h, s3Error(a.Code), false, false
 	}
 	f.applied[op]++
 	if dynamo {
@@ -196,7 +212,7 @@ func (f *Fake) serve(r *http.Request) (status int, h http.Header, body []byte, d
 	if a.Drop {
 		f.dropped[op]++
 	}
-	return status, h, body, a.Drop
+	return status, h, body, a.Drop, a.Hold
 }
 
 func s3Error(code string) []byte {
