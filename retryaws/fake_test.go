@@ -3,6 +3,7 @@ package retryaws_test
 import (
 	"context"
 	"net/http/httptest"
+	"os"
 	"testing"
 	"time"
 
@@ -15,7 +16,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(fleetEnv); spec != "" {
+		os.Exit(fleetWorker(spec)) // a worker process of TestFleetBudgetBoundsAWSRetries
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // start serves f on loopback until the test ends and returns its URL.
 func start(t *testing.T, f *awsfake.Fake) string {

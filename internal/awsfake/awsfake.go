@@ -60,6 +60,8 @@ type Fake struct {
 	tokens  []string // ClientRequestToken of each TransactWriteItems request
 	seq     int      // requests received
 	firsts  int      // requests whose Amz-Sdk-Request header says attempt=1
+	firstAt time.Time
+	lastAt  time.Time
 
 	// SkewAt, if set, is the time the fake's Date header says on the wire
 	// (a clock far from the client's makes a clock-skew error).
@@ -109,6 +111,13 @@ func (f *Fake) Firsts() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.firsts
+}
+
+// Span returns the time from the first request received to the last.
+func (f *Fake) Span() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastAt.Sub(f.firstAt)
 }
 
 // Total returns how many requests the fake received.
@@ -175,6 +184,11 @@ func (f *Fake) apply(r *http.Request) (status int, h http.Header, body []byte, d
 		a = f.Script(op, f.count[op])
 	}
 	f.seq++
+	if now := time.Now(); f.firstAt.IsZero() {
+		f.firstAt, f.lastAt = now, now
+	} else {
+		f.lastAt = now
+	}
 	if strings.HasPrefix(r.Header.Get("Amz-Sdk-Request"), "attempt=1;") || r.Header.Get("Amz-Sdk-Request") == "attempt=1" {
 		f.firsts++
 	}
