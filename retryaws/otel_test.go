@@ -2,6 +2,7 @@ package retryaws_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,7 +16,8 @@ import (
 
 // The Observer's events and retryotel's metrics count exactly the
 // requests the fake received: every attempt, first or retry, of every
-// call, through calls that succeed, retry, lose replies and give up.
+// call, through calls that succeed, retry, lose replies and give up, five
+// at a time through one Retryer.
 func TestObserverAndOtelEqualServerCounts(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
@@ -48,14 +50,21 @@ func TestObserverAndOtelEqualServerCounts(t *testing.T) {
 	}
 	s, d := clients(start(t, f), newRetryer(t, p), nil)
 	ctx := ctxTimeout(t)
-	const calls = 150
-	failed := 0
-	for i := range calls {
-		op := []operation{opGetItem, opUpdateItem, opPutItem}[i%3]
-		if op.call(ctx, s, d) != nil {
-			failed++
-		}
+	const calls, workers = 150, 5 // concurrent calls through one Retryer
+	var failures atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < calls; i += workers {
+				op := []operation{opGetItem, opUpdateItem, opPutItem}[i%3]
+				if op.call(ctx, s, d) != nil {
+					failures.Add(1)
+				}
+			}
+		})
 	}
+	wg.Wait()
+	failed := int(failures.Load())
 
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {

@@ -93,12 +93,12 @@ func nopRelease(error) error { return nil }
 // rule ends the call) and tells the Observer EventAttempt. Retries were
 // accounted by GetRetryToken.
 func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error) {
-	attempt, max := sdkAttempt(ctx)
+	attempt, limit := sdkAttempt(ctx)
 	if attempt > 1 {
 		return nopRelease, nil
 	}
-	if max != 0 {
-		return nil, &overrideError{max: max}
+	if limit != 0 {
+		return nil, &overrideError{max: limit}
 	}
 	c := r.newCall(ctx)
 	p := &r.p
@@ -391,7 +391,7 @@ func recordThrottle(t *retry.Throttle, err error) {
 // an unexported key; its exported, deprecated MetricsHeader middleware
 // still writes them, as the Amz-Sdk-Request header, into a request handed
 // to it, which is where they are read.
-func sdkAttempt(ctx context.Context) (attempt, max int) {
+func sdkAttempt(ctx context.Context) (attempt, limit int) {
 	req := probes.Get().(*smithyhttp.Request)
 	defer probes.Put(req)
 	clear(req.Header)
@@ -408,7 +408,7 @@ func sdkAttempt(ctx context.Context) (attempt, max int) {
 // parseAttemptHeader reads an Amz-Sdk-Request header ("attempt=2; max=3";
 // ttl= and unknown parts ignored); a part that does not parse counts as
 // absent (0).
-func parseAttemptHeader(h string) (attempt, max int) {
+func parseAttemptHeader(h string) (attempt, limit int) {
 	for part := range strings.SplitSeq(h, ";") {
 		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
 		n, err := strconv.Atoi(v)
@@ -419,10 +419,10 @@ func parseAttemptHeader(h string) (attempt, max int) {
 		case "attempt":
 			attempt = n
 		case "max":
-			max = n
+			limit = n
 		}
 	}
-	return attempt, max
+	return attempt, limit
 }
 
 var probes = sync.Pool{New: func() any { return smithyhttp.NewStackRequest() }}
