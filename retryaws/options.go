@@ -56,10 +56,15 @@ func newConfig(opts []Option) config {
 			o.apply(&c)
 		}
 	}
-	if c.maxServerDelay == 0 {
-		c.maxServerDelay = DefaultMaxServerDelay
-	}
 	return c
+}
+
+// serverDelayCap is WithMaxServerDelay's value, its default resolved.
+func (c *config) serverDelayCap() time.Duration {
+	if c.maxServerDelay == 0 {
+		return DefaultMaxServerDelay
+	}
+	return c.maxServerDelay
 }
 
 // class returns the class of an operation: an option's, else Safety's.

@@ -28,12 +28,14 @@ import (
 //	db.GetItem(ctx, in, func(o *dynamodb.Options) { o.Retryer = r }) // one call
 //
 // A Retryer is safe for concurrent use and may serve any number of
-// clients; it holds no per-call state between calls. See the package
-// documentation for what it does with each SDK hook.
+// clients; it holds no per-call state between calls. The zero Retryer is
+// ready to use and is New(retry.Policy{}): the reference schedule (1 s,
+// 2 s, 4 s, … plus up to 1 s, 10 attempts). A Retryer must not be copied
+// after first use. See the package documentation for what it does with
+// each SDK hook.
 type Retryer struct {
-	p           retry.Policy
-	maxAttempts int // p.MaxAttempts resolved, or retry.Unlimited
-	c           config
+	p retry.Policy
+	c config
 
 	mu     sync.Mutex
 	parked map[any]*call // calls whose last attempt failed, by its error, until GetRetryToken
@@ -49,12 +51,15 @@ func New(p retry.Policy, opts ...Option) (*Retryer, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Retryer{p: p, c: newConfig(opts), parked: make(map[any]*call)}
-	r.maxAttempts = p.MaxAttempts
-	if r.maxAttempts == 0 {
-		r.maxAttempts = retry.DefaultMaxAttempts
+	return &Retryer{p: p, c: newConfig(opts)}, nil
+}
+
+// maxAttempts is the policy's attempt limit, its default resolved.
+func (r *Retryer) maxAttempts() int {
+	if r.p.MaxAttempts == 0 {
+		return retry.DefaultMaxAttempts
 	}
-	return r, nil
+	return r.p.MaxAttempts
 }
 
 // MaxAttempts returns 0, which the SDK's retry loop reads as "no limit of
@@ -169,7 +174,7 @@ func (c *call) release(err error) error {
 	}
 	if err == nil {
 		if p.Observer != nil {
-			p.Observer.Observe(context.Background(), retry.Event{Kind: retry.EventDone, Attempt: c.n, MaxAttempts: c.r.maxAttempts, Waited: c.waited})
+			p.Observer.Observe(context.Background(), retry.Event{Kind: retry.EventDone, Attempt: c.n, MaxAttempts: c.r.maxAttempts(), Waited: c.waited})
 		}
 		return nil
 	}
@@ -193,6 +198,9 @@ func (r *Retryer) park(err error, c *call) {
 		return
 	}
 	r.mu.Lock()
+	if r.parked == nil {
+		r.parked = make(map[any]*call)
+	}
 	if len(r.parked) >= maxParked {
 		clear(r.parked)
 	}
@@ -244,7 +252,7 @@ func (c *call) decide(ctx context.Context, err error) error {
 		return c.stop(ctx, err, retry.ReasonPermanent, elapsed, v.maybe)
 	case p.Retryable != nil && !p.Retryable(err):
 		return c.stop(ctx, err, retry.ReasonPermanent, elapsed, v.maybe)
-	case v.hasHint && c.r.c.maxServerDelay >= 0 && v.hint > c.r.c.maxServerDelay:
+	case v.hasHint && c.r.c.serverDelayCap() >= 0 && v.hint > c.r.c.serverDelayCap():
 		// A server that asks for more than the cap gets its error at once.
 		return c.stop(ctx, err, retry.ReasonPermanent, elapsed, v.maybe)
 	}
@@ -262,7 +270,7 @@ func (c *call) retry(ctx context.Context, err error, v verdict) error {
 		made = nil
 	}
 	var hint time.Duration
-	if v.hasHint && c.r.c.maxServerDelay >= 0 {
+	if v.hasHint && c.r.c.serverDelayCap() >= 0 {
 		hint = serverwait.Jitter(v.hint)
 	}
 	if c.start.IsZero() {
@@ -273,7 +281,7 @@ func (c *call) retry(ctx context.Context, err error, v verdict) error {
 		if err == retry.ErrThrottled && made != nil {
 			err = &throttledError{made: made}
 		}
-		if c.r.maxAttempts != retry.Unlimited && c.n >= c.r.maxAttempts {
+		if c.r.maxAttempts() != retry.Unlimited && c.n >= c.r.maxAttempts() {
 			return c.stop(ctx, err, retry.ReasonAttempts, elapsed, v.maybe)
 		}
 		d := p.Delay(c.n-1, c.prev, nil)
@@ -345,14 +353,14 @@ func (c *call) stopCause(ctx context.Context, err error, reason retry.Reason, ca
 	}
 	s := &stopError{e: retry.Error{Attempts: c.n, Elapsed: elapsed, Reason: reason, Err: last, Cause: cause}, maybe: maybe}
 	if p := &c.r.p; p.Observer != nil {
-		p.Observer.Observe(ctx, retry.Event{Kind: retry.EventDone, Attempt: c.n, MaxAttempts: c.r.maxAttempts, Err: &s.e, Reason: reason, Waited: c.waited, Elapsed: elapsed})
+		p.Observer.Observe(ctx, retry.Event{Kind: retry.EventDone, Attempt: c.n, MaxAttempts: c.r.maxAttempts(), Err: &s.e, Reason: reason, Waited: c.waited, Elapsed: elapsed})
 	}
 	return s
 }
 
 func (c *call) emit(ctx context.Context, e retry.Event) {
 	if obs := c.r.p.Observer; obs != nil {
-		e.MaxAttempts = c.r.maxAttempts
+		e.MaxAttempts = c.r.maxAttempts()
 		if e.Kind != retry.EventDone {
 			e.Waited = c.waited
 		}

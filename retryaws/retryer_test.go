@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -232,4 +233,25 @@ func TestContextEndsWhileWaitingForTheReply(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The zero Retryer is New(retry.Policy{}).
+func TestZeroRetryer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := awsfake.New()
+		f.Script = failFirst("GetItem", 1, awsfake.Answer{Status: 400, Code: "ThrottlingException", Header: map[string]string{"X-Amz-Retry-After": "10"}})
+		_, d := clients("http://fake.invalid", &retryaws.Retryer{}, awsfake.Client{F: f})
+		start := time.Now()
+		if err := opGetItem.call(context.Background(), nil, d); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took < time.Second || took > 2*time.Second || f.Requests("GetItem") != 2 {
+			t.Fatalf("%d requests in %v, want 2 after the reference wait of 1 s to 2 s", f.Requests("GetItem"), took)
+		}
+		f.Script = failFirst("GetItem", 99, awsfake.Answer{Status: 500, Code: "InternalServerError"})
+		f.ResetCounts()
+		if err := opGetItem.call(context.Background(), nil, d); err == nil || f.Requests("GetItem") != 10 {
+			t.Fatalf("%d requests, want the default 10 (err %v)", f.Requests("GetItem"), err)
+		}
+	})
 }
