@@ -16,10 +16,12 @@ var ErrOtherRetryer = errors.New("retryaws: the client retries with another Retr
 // Check reports whether r, a client's Retryer (client.Options().Retryer),
 // is a retryaws Retryer that governs the client's calls: nil if it is; an
 // error matching ErrMaxAttemptsOverride if the SDK wrapped it to override
-// its attempt limit (such calls are refused unsent); an error matching
-// ErrOtherRetryer otherwise (the SDK's standard retryer, say, left on by
-// mistake). It sees through the SDK's retry wrappers (retry.AddWith...),
-// which embed the Retryer they wrap. Call it once, after making a client.
+// its attempt limit (such calls are refused unsent); an error for
+// retry.AddWithMaxBackoffDelay around it, which would add the SDK's waits
+// to the policy's; and an error matching ErrOtherRetryer otherwise (the
+// SDK's standard retryer, say, left on by mistake). It sees through the
+// SDK's other retry wrappers (retry.AddWithErrorCodes, …), which embed the
+// Retryer they wrap. Call it once, after making a client.
 func Check(r aws.Retryer) error {
 	for range 16 { // wrappers are few; a cycle is not followed forever
 		switch r.(type) {
@@ -36,8 +38,13 @@ func Check(r aws.Retryer) error {
 			break
 		}
 		t := v.Type()
-		if t.PkgPath() == "github.com/aws/aws-sdk-go-v2/aws/retry" && t.Name() == "withMaxAttempts" {
-			return &overrideError{max: int(v.FieldByName("Max").Int())}
+		if t.PkgPath() == "github.com/aws/aws-sdk-go-v2/aws/retry" {
+			switch t.Name() {
+			case "withMaxAttempts":
+				return &overrideError{max: int(v.FieldByName("Max").Int())}
+			case "withMaxBackoffDelay":
+				return errors.New("retryaws: retry.AddWithMaxBackoffDelay replaces the Retryer's RetryDelay: the SDK would wait its own backoff on top of the policy's wait")
+			}
 		}
 		var inner aws.Retryer
 		for i := range t.NumField() {

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"testing"
 	"testing/synctest"
+	"time"
+
+	awsretry "github.com/aws/aws-sdk-go-v2/aws/retry"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/retrykit/retry"
@@ -71,4 +74,30 @@ func TestCheck(t *testing.T) {
 	if err := retryaws.Check(nil); !errors.Is(err, retryaws.ErrOtherRetryer) {
 		t.Fatalf("Check(nil) = %v", err)
 	}
+	if err := retryaws.Check(awsretry.AddWithMaxBackoffDelay(d.Options().Retryer, time.Second)); err == nil || errors.Is(err, retryaws.ErrOtherRetryer) {
+		t.Fatalf("Check(AddWithMaxBackoffDelay(r)) = %v", err)
+	}
+	if err := retryaws.Check(awsretry.AddWithErrorCodes(d.Options().Retryer, "Custom")); err != nil {
+		t.Fatalf("Check(AddWithErrorCodes(r)) = %v", err)
+	}
+}
+
+// One call of a client that keeps the SDK's retryer can retry through
+// retryaws instead, with the call's options.
+func TestPerOperation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := awsfake.New()
+		f.Script = failFirst("GetItem", 99, awsfake.Answer{Status: 500, Code: "InternalServerError"})
+		_, d := clients("http://fake.invalid", nil, awsfake.Client{F: f})
+		r := newRetryer(t, retry.Policy{Initial: retry.Immediate, MaxAttempts: 2})
+		_, err := d.GetItem(context.Background(), getItemInput(), func(o *dynamodb.Options) { o.Retryer = r })
+		if !retry.IsExhausted(err) || f.Requests("GetItem") != 2 {
+			t.Fatalf("%d requests (err %v), want the policy's 2, not the SDK's 4", f.Requests("GetItem"), err)
+		}
+		f.ResetCounts()
+		_, _ = d.GetItem(context.Background(), getItemInput())
+		if f.Requests("GetItem") != 4 {
+			t.Fatalf("without the option: %d requests, want the SDK's 4", f.Requests("GetItem"))
+		}
+	})
 }
