@@ -46,11 +46,13 @@ func (s *stopError) Error() string {
 	if s.e.Attempts != 1 {
 		msg += "s"
 	}
-	msg += " (" + s.e.Reason.String() + ")"
-	if s.maybe {
-		msg += ": the request may have been applied"
+	switch {
+	case s.maybe && s.e.Reason == retry.ReasonPermanent:
+		return msg + ": the request may have been applied, and the operation is not safe to repeat"
+	case s.maybe:
+		return msg + " (" + s.e.Reason.String() + "): the request may have been applied"
 	}
-	return msg
+	return msg + " (" + s.e.Reason.String() + ")"
 }
 
 func (s *stopError) Unwrap() error { return &s.e }
