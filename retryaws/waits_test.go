@@ -213,6 +213,32 @@ func TestBudgetAndThrottle(t *testing.T) {
 		if sent := f2.Requests("GetItem"); sent >= 50 || requests != 50 || accepts != 0 {
 			t.Fatalf("the server saw %d requests, the Throttle counted %d requests and %d accepts; want fewer than 50 sent, 50 and 0 counted", sent, requests, accepts)
 		}
+
+		// Later calls meet a Throttle that rejects most attempts, their
+		// first ones included: every attempt is either sent (EventAttempt)
+		// or rejected (EventThrottled), and the Throttle counts both.
+		var sentEv, throttledEv, firstThrottled int
+		obs := retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+			switch e.Kind {
+			case retry.EventAttempt:
+				sentEv++
+			case retry.EventThrottled:
+				throttledEv++
+				if e.Attempt == 1 {
+					firstThrottled++
+				}
+			}
+		})
+		p = retry.Policy{Initial: time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 5, Throttle: th, Observer: obs}
+		f2.ResetCounts()
+		s, d = clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f2})
+		for range 20 {
+			_ = opGetItem.call(context.Background(), s, d)
+		}
+		after, _ := th.LocalCounts()
+		if sentEv != f2.Requests("GetItem") || int64(sentEv+throttledEv) != after-requests || firstThrottled == 0 {
+			t.Fatalf("%d EventAttempt for %d requests sent, %d EventThrottled (%d of first attempts), the Throttle counted %d", sentEv, f2.Requests("GetItem"), throttledEv, firstThrottled, after-requests)
+		}
 	})
 }
 
