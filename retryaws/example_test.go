@@ -110,3 +110,48 @@ func ExampleSafety() {
 	// S3 PutObject: idempotent
 	// S3 CreateMultipartUpload: unsafe
 }
+
+// WithClass changes what the Retryer repeats after a lost reply for every
+// call of an operation: here an application whose UpdateItem calls only
+// SET fixed values.
+func ExampleWithClass() {
+	fake := awsfake.New()
+	fake.Script = func(op string, n int) awsfake.Answer { return awsfake.Answer{Drop: n == 1} }
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	r, _ := retryaws.New(retry.Policy{Initial: time.Millisecond, MaxAttempts: 3},
+		retryaws.WithClass(retryaws.ServiceDynamoDB, retryaws.Idempotent, "UpdateItem"))
+	db := dynamodb.New(dynamodb.Options{
+		Region: "us-east-1", Retryer: r, BaseEndpoint: aws.String(srv.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "example-secret", ""),
+	})
+	_, err := db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName: aws.String("t"), Key: map[string]ddb.AttributeValue{"pk": &ddb.AttributeValueMemberS{Value: "c"}},
+		UpdateExpression:          aws.String("SET colour = :c"),
+		ExpressionAttributeValues: map[string]ddb.AttributeValue{":c": &ddb.AttributeValueMemberS{Value: "blue"}},
+	})
+	fmt.Println(err, fake.Requests("UpdateItem"))
+	// Output:
+	// <nil> 2
+}
+
+// WithMaxServerDelay caps the wait a service may ask for through
+// x-amz-retry-after: one that asks for more gets its error back at once.
+func ExampleWithMaxServerDelay() {
+	fake := awsfake.New()
+	fake.Script = func(op string, n int) awsfake.Answer {
+		return awsfake.Answer{Status: 400, Code: "ThrottlingException", Header: map[string]string{"X-Amz-Retry-After": "60000"}}
+	}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	r, _ := retryaws.New(retry.Policy{Initial: time.Millisecond, MaxAttempts: 3}, retryaws.WithMaxServerDelay(time.Second))
+	db := dynamodb.New(dynamodb.Options{
+		Region: "us-east-1", Retryer: r, BaseEndpoint: aws.String(srv.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "example-secret", ""),
+	})
+	_, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String("t"), Key: map[string]ddb.AttributeValue{"pk": &ddb.AttributeValueMemberS{Value: "c"}}})
+	var re *retry.Error
+	fmt.Println(errors.As(err, &re), re.Reason, fake.Requests("GetItem"))
+	// Output:
+	// true error not retryable 1
+}
