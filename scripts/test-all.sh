@@ -55,6 +55,9 @@ step "examples/gcloud: the transport under the generated Cloud Storage client (l
 step "examples/memorystore: retrygax/retrygrpc under the generated Memorystore client (gRPC and REST fakes)"
 (cd examples/memorystore && go run .)
 
+step "examples/aws: retryaws under the generated S3 and DynamoDB clients (loopback fakes; fails if a row is not as documented)"
+(cd examples/aws && go run .)
+
 step "retrygrpc: allocations of a successful call (needs a run without -race: sync.Pool drops items under it)"
 (cd retrygrpc && go test -count=1 -run 'NoExtraAllocs' .)
 

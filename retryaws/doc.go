@@ -1,0 +1,134 @@
+// Package retryaws makes a retry.Policy the one retry layer of AWS SDK for
+// Go v2 clients (aws-sdk-go-v2 v1.48; tested with service/s3 and
+// service/dynamodb): New returns an aws.RetryerV2 that replaces the SDK's
+// standard retryer, so that the SDK makes exactly the attempts the policy
+// allows, waits as the policy says, reports every attempt to the policy's
+// Budget, Throttle and Observer as retry.Do does, and repeats a request
+// whose reply was lost only when the operation is safe to repeat.
+//
+//	r, err := retryaws.New(retry.Policy{Initial: 50 * time.Millisecond, Jitter: retry.FullJitter, MaxAttempts: 4})
+//	if err != nil { ... }
+//	cfg, err := config.LoadDefaultConfig(ctx, config.WithRetryer(func() aws.Retryer { return r }))
+//
+// or a client's Options.Retryer, or one call's options
+// (func(o *dynamodb.Options) { o.Retryer = r }).
+//
+// # What each SDK hook does
+//
+// The SDK's retry loop (the Attempt middleware, before signing, so that each
+// attempt is signed again) calls the Retryer's methods in a fixed order on
+// the goroutine of the call:
+//
+//	MaxAttempts        returns 0 ("no limit" for the SDK's own check): the policy's
+//	                   MaxAttempts is applied by GetRetryToken, so that a call that
+//	                   used its attempts up ends with retrykit's error
+//	GetAttemptToken    first attempt: refuses an overridden attempt limit (below),
+//	                   Budget.RecordAttempt, Throttle.Allow (a rejected attempt waits
+//	                   and asks again as in retry.Do), EventAttempt
+//	(the release)      after each attempt: Throttle.Record; on success EventDone
+//	IsErrorRetryable   returns true for every error, so that GetRetryToken decides
+//	GetRetryToken      after each failure: classification, stop rules (attempts,
+//	                   MaxElapsed, the context's deadline, Budget.AllowRetry),
+//	                   EventRetry, the wait (ended by the context), Throttle.Allow,
+//	                   EventAttempt; or the error that ends the call, with EventDone
+//	RetryDelay         returns -(5 s + 1 ns): the wait is over (see Waits)
+//
+// A call whose context had ended before its first attempt is not seen at
+// all: the SDK returns the context's error without asking the Retryer.
+// The Observer is called with the attempt's context, except for the
+// EventDone of a success, which gets context.Background() (the release has
+// no context). AttemptTimeout is not applied (a Retryer cannot bound an
+// attempt: use the HTTP client's timeouts or the context), and Logger is
+// not used.
+//
+// # Errors
+//
+// When GetRetryToken ends a call, the SDK joins its error to the last
+// attempt's with errors.Join: the caller's error still matches what the
+// service answered (errors.As finds the smithy.APIError, the
+// *smithyhttp.ResponseError) and also unwraps to the *retry.Error that
+// retry.Do would have returned (Attempts, Elapsed, Reason, and the
+// context's error for ReasonContext and ReasonDeadline), so that
+// retry.IsExhausted holds and an enclosing retry.Do does not send the call
+// again. A call that wrote something and whose last attempt lost its reply
+// also matches ErrMaybeApplied.
+//
+// # Classification
+//
+// Retried: what the SDK's standard retryer retries, by its exported
+// classifiers (retry.DefaultRetryables: throttling and transient codes,
+// 500, 502, 503, 504, an unmodelled 429, connection errors and timeouts,
+// clock skew beyond 4 minutes, which the SDK corrects before the retry, and
+// S3's 200 with an error body, which the SDK rewrites as a 500). Anything
+// else, such as AccessDenied, ValidationException or
+// ConditionalCheckFailedException, is sent once: waiting never makes an
+// invalid request valid. Then, of what may be retried:
+//
+//	failure                                                    Unsafe operation   other classes
+//	throttling, 429, 503, another 4xx, a clock-skew refusal    retried            retried
+//	never sent (dial error, an SDK error before sending)       retried            retried
+//	reset, timeout, context ended after sending;
+//	500, 502, 504; a 2xx whose body could not be read          ErrMaybeApplied    retried
+//
+// An operation's Class comes from Safety (docs/aws.md has the table for S3
+// and DynamoDB), WithClass, or MarkSafe for one call. Policy.Retryable,
+// when set, is asked after these rules and can only narrow them. An error
+// that a lower retrykit layer already gave up on (retry.IsExhausted) is not
+// retried unless Policy.RetryExhausted.
+//
+// # Waits
+//
+// The wait before a retry is the policy's (Policy.Delay), or, when the
+// response carries x-amz-retry-after (milliseconds), max(policy's wait,
+// header + uniform 0..min(1 s, header/10)); a header above
+// WithMaxServerDelay (5 min) ends the call at once with the throttling
+// error. The SDK's own rule, which would apply to any retryer's delay d,
+// is min(max(header, d), d + 5 s): it lengthens d towards the header but by
+// 5 s at most, so a server asking for 20 s is retried after about 5 s.
+// Here the Retryer waits in GetRetryToken itself and returns a RetryDelay
+// of -(5 s + 1 ns), for which the SDK's rule yields a negative wait, that
+// is none: the wait is the policy's alone, and the context ends it with an
+// EventDone. Do not wrap the Retryer with retry.AddWithMaxBackoffDelay,
+// which replaces RetryDelay and would add the SDK's waits to the policy's.
+//
+// # Attempt limits the SDK overrides
+//
+// The SDK lets Options.RetryMaxAttempts, which aws.Config.RetryMaxAttempts
+// fills from AWS_MAX_ATTEMPTS or max_attempts in the shared config,
+// replace a custom retryer's attempt limit, by wrapping it
+// (retry.AddWithMaxAttempts), at the client or for one call.
+// config.LoadDefaultConfig does not read them when it is given
+// config.WithRetryer, but it does when the Retryer is set afterwards, on the
+// aws.Config or on a client. A call made through such a wrapper is refused
+// before its first attempt is sent, with an error matching
+// ErrMaxAttemptsOverride (retry.IsExhausted holds for it too); Check
+// reports the same for a client's Retryer at once. Set RetryMaxAttempts to
+// 0.
+//
+// # What the wire sees
+//
+// The SDK's Amz-Sdk-Request header, attempt=N (1 for the first attempt),
+// without max= (MaxAttempts is 0), and Amz-Sdk-Invocation-Id, one per call.
+// An idempotency token (ClientRequestToken, ClientToken) that the SDK
+// fills is filled once per call, before the retry loop, so every attempt
+// sends the same token. Nothing else is added.
+//
+// # Per-call state
+//
+// The SDK hands a Retryer no per-call object. The attempt number and the
+// SDK's attempt limit are read from the call's context through the SDK's
+// exported (deprecated) MetricsHeader middleware, which writes them into a
+// request of the Retryer's own; the rest of a call's state (waits so far,
+// the start of the call, the previous wait) travels in the release
+// functions the SDK is given, and from a failed attempt to GetRetryToken,
+// which the SDK calls next on the same goroutine with the same error value,
+// in a small map keyed by that error. Two calls that fail at the same
+// moment with one shared error value (a package-level error, which the SDK's
+// transport and deserializers do not return) may exchange their waits so
+// far; an error of a type that cannot be a map key restarts the call's
+// accounting from the SDK's attempt number. A wrapper around the Retryer
+// whose IsErrorRetryable says false without asking it ends calls without
+// an EventDone.
+//
+// A Retryer is safe for concurrent use, and one may serve every client.
+package retryaws
