@@ -3,7 +3,6 @@ package retrygax
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -86,20 +85,6 @@ func retryInfo(err error) (time.Duration, bool) {
 		return 0, false
 	}
 	return max(ri.GetRetryDelay().AsDuration(), 0), true
-}
-
-// addJitter adds a uniform random 0..min(1 s, d/10) to a server's delay,
-// saturating, so that clients told the same delay do not return together.
-func addJitter(d time.Duration) time.Duration {
-	j := min(time.Second, d/10)
-	if j <= 0 {
-		return d
-	}
-	j = rand.N(j + 1)
-	if d > 1<<63-1-j {
-		return 1<<63 - 1
-	}
-	return d + j
 }
 
 // contextCause returns the context error behind err, an attempt's error

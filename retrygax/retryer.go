@@ -7,6 +7,7 @@ import (
 
 	"github.com/googleapis/gax-go/v2"
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/serverwait"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -253,7 +254,7 @@ func (r *retryer) Retry(err error) (time.Duration, bool) {
 		if v.hint > o.c.maxServerDelay || v.hint == math.MaxInt64 {
 			return r.giveUp(err, retry.ReasonPermanent, elapsed)
 		}
-		hint = addJitter(v.hint)
+		hint = serverwait.Jitter(v.hint)
 	}
 	var total time.Duration // waits granted by this call of Retry
 	made := err             // the error of the attempt that was sent

@@ -3,11 +3,11 @@ package retrygrpc
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"strings"
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/serverwait"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -125,7 +125,7 @@ func (c *config) classify(ctx context.Context, p *retry.Policy, err error, trail
 		e.refused = true
 		return retry.Permanent(e)
 	}
-	return retry.After(e, addJitter(d))
+	return retry.After(e, serverwait.Jitter(d))
 }
 
 // maxDuration is the longest time.Duration, about 292 years: where
@@ -197,20 +197,6 @@ func retryInfoDelay(st *status.Status) (time.Duration, bool) {
 		return max(ri.GetRetryDelay().AsDuration(), 0), true
 	}
 	return 0, false
-}
-
-// addJitter adds a uniform random 0..min(1 s, d/10) to a server's delay so
-// that clients told the same delay do not return in one wave, saturating.
-func addJitter(d time.Duration) time.Duration {
-	j := min(time.Second, d/10)
-	if j <= 0 {
-		return d
-	}
-	j = rand.N(j + 1)
-	if d > 1<<63-1-j {
-		return 1<<63 - 1
-	}
-	return d + j
 }
 
 // result turns what retry.Do returned into the interceptor's error. When
