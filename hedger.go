@@ -3,11 +3,11 @@ package retry
 import (
 	"errors"
 	"fmt"
-	"math"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/retrykit/retry/internal/quantile"
 )
 
 // Defaults of a [Hedger], used where a [HedgeConfig] field is zero and by
@@ -99,11 +99,8 @@ type Hedger struct {
 
 	cur atomic.Int64 // the adaptive delay in ns; zero until warmed up
 
-	mu      sync.Mutex
-	ring    []time.Duration // guarded by mu; allocated at the first sample
-	scratch []time.Duration // guarded by mu
-	count   int             // guarded by mu: samples recorded in all
-	since   int             // guarded by mu: samples since the last recomputation
+	mu sync.Mutex
+	w  quantile.Window // guarded by mu; its ring is allocated at the first sample
 }
 
 // NewHedger returns a Hedger configured by c, or an error naming the
@@ -181,21 +178,11 @@ func (h *Hedger) Delay() (time.Duration, bool) {
 // latency, which keeps the quantile from drifting down as hedges cut the
 // slow attempts short).
 func (h *Hedger) observe(d time.Duration) {
-	quantile, floor, warmUp, size := h.params()
 	h.mu.Lock()
-	if h.ring == nil {
-		h.ring = make([]time.Duration, size)
+	if h.w.Size == 0 {
+		q, floor, warmUp, size := h.params()
+		h.w = quantile.Window{Size: size, WarmUp: warmUp, Quantile: q, Floor: int64(floor)}
 	}
-	h.ring[h.count%size] = d
-	h.count++
-	h.since++
-	if h.count >= warmUp && (h.since >= max(size/16, 1) || h.cur.Load() == 0) {
-		h.since = 0
-		n := min(h.count, size)
-		h.scratch = append(h.scratch[:0], h.ring[:n]...)
-		slices.Sort(h.scratch)
-		i := int(math.Ceil(quantile*float64(n))) - 1
-		h.cur.Store(int64(max(h.scratch[max(i, 0)], floor, 1)))
-	}
+	h.cur.Store(h.w.Add(int64(d)))
 	h.mu.Unlock()
 }
