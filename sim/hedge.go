@@ -109,8 +109,17 @@ type hedgeReq struct {
 	done       bool
 }
 
+// Validate reports the first field of s that makes no sense, in an error
+// that wraps [ErrScenario]; RunHedge makes the same check.
+func (s HedgeScenario) Validate() error {
+	_, err := s.resolve()
+	return err
+}
+
 func (s *HedgeScenario) resolve() (h retry.HedgeConfig, err error) {
-	bad := func(format string, a ...any) error { return fmt.Errorf("sim: "+format, a...) }
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrScenario}, a...)...)
+	}
 	l := &s.Latency
 	switch {
 	case s.Requests < 0 || s.Requests > maxHedgeRequests:
@@ -157,7 +166,7 @@ func (s *HedgeScenario) resolve() (h retry.HedgeConfig, err error) {
 	if s.Hedge != nil {
 		h = *s.Hedge
 		if _, err := retry.NewHedger(h); err != nil {
-			return h, fmt.Errorf("sim: %w", err)
+			return h, fmt.Errorf("%w: %w", ErrScenario, err)
 		}
 		if h.MaxCopies == 0 {
 			h.MaxCopies = retry.DefaultHedgeMaxCopies
@@ -176,7 +185,7 @@ func (s *HedgeScenario) resolve() (h retry.HedgeConfig, err error) {
 	}
 	if s.Budget != nil {
 		if _, err := retry.NewBudget(*s.Budget); err != nil {
-			return h, fmt.Errorf("sim: %w", err)
+			return h, fmt.Errorf("%w: %w", ErrScenario, err)
 		}
 	}
 	return h, nil
@@ -350,8 +359,9 @@ type CurvePoint struct {
 }
 
 // HedgeCurve runs s without hedging, then with fixed delays at the
-// quantiles qs of the unhedged latencies and with adaptive delays at the
-// same quantiles, each without and, when budget is set, with that Budget:
+// quantiles qs of the unhedged latencies outside slow periods (what one
+// would tune on a healthy system; with Correlated 0, simply the unhedged
+// latencies) and with adaptive delays at the same quantiles, each without and, when budget is set, with that Budget:
 // the curve of p99 and p99.9 against extra load. s.Hedge gives the other
 // settings (MaxCopies, WarmUp, Samples, MinDelay; nil means the defaults,
 // MaxCopies 2); its Delay and Quantile are replaced. Every point uses
@@ -359,7 +369,7 @@ type CurvePoint struct {
 func HedgeCurve(ctx context.Context, s HedgeScenario, qs []float64, budget *retry.BudgetConfig) ([]CurvePoint, error) {
 	for _, q := range qs {
 		if !(q > 0 && q < 1) {
-			return nil, fmt.Errorf("sim: quantile %v is not in (0, 1)", q)
+			return nil, fmt.Errorf("%w: quantile %v is not in (0, 1)", ErrScenario, q)
 		}
 	}
 	base := retry.HedgeConfig{MaxCopies: 2}
@@ -377,7 +387,9 @@ func HedgeCurve(ctx context.Context, s HedgeScenario, qs []float64, budget *retr
 	if err != nil {
 		return nil, err
 	}
-	lats, err := unhedgedQuantiles(ctx, none, qs)
+	healthy := none
+	healthy.Correlated = 0
+	lats, err := unhedgedQuantiles(ctx, healthy, qs)
 	if err != nil {
 		return nil, err
 	}
@@ -394,7 +406,7 @@ func HedgeCurve(ctx context.Context, s HedgeScenario, qs []float64, budget *retr
 		for i, q := range qs {
 			for _, adaptive := range []bool{false, true} {
 				h := base
-				name := fmt.Sprintf("fixed %s (%v)", quantileName(q), lats[i])
+				name := fmt.Sprintf("fixed %s (%v)", quantileName(q), lats[i].Round(10*time.Microsecond))
 				if adaptive {
 					h.Quantile = q
 					name = "adaptive " + quantileName(q)

@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -95,8 +96,8 @@ func TestRunHedgeBadScenario(t *testing.T) {
 		{Hedge: &retry.HedgeConfig{MaxCopies: 17}},
 		{Budget: &retry.BudgetConfig{Window: time.Microsecond}},
 	} {
-		if _, err := sim.RunHedge(context.Background(), s); err == nil || !strings.HasPrefix(err.Error(), "sim: ") {
-			t.Errorf("RunHedge(%+v) = %v; want an error starting with sim:", s, err)
+		if _, err := sim.RunHedge(context.Background(), s); !errors.Is(err, sim.ErrScenario) || !strings.HasPrefix(err.Error(), "sim: ") {
+			t.Errorf("RunHedge(%+v) = %v; want an ErrScenario starting with sim:", s, err)
 		}
 	}
 }

@@ -102,6 +102,7 @@ waits) exceeds --max-memory is refused before it starts.`,
 	f.DurationVar(&o.budgetWindow, "budget-window", retry.DefaultBudgetWindow, "how long the budget remembers first attempts and retries")
 	f.StringVar(&o.maxMemory, "max-memory", "", "refuse a run needing more memory than this, as 512MiB, 4GiB or none (default 4GiB, or the memory available if less)")
 	o.policy = addPolicyFlags(cmd, "attempt-timeout", "quiet", "verbose", "log-format") // no attempt takes time, nothing is logged
+	cmd.AddCommand(newSimulateHedgeCmd())
 	return cmd
 }
 
