@@ -29,7 +29,7 @@ import (
 //   - outage: every request slow, the lognormal at 10x, with the delays
 //     tuned on a (the failure case of hedging).
 //
-// hedgeRequests requests per run, hedgeWorkers at a time. Each library
+// hedgeRequests requests per library, hedgeWorkers at a time. Each library
 // sends at most 2 copies (retrykit through MaxAttempts 2). Run with -benchtime 1x: one iteration is one whole run, and the
 // figures are the metrics (p50-ms ... p99.9-ms, extra-%), not ns/op.
 const (
@@ -89,9 +89,9 @@ type hedgeServer struct {
 	seen atomic.Int64
 }
 
-func (s *hedgeServer) reset(draw func(*rand.Rand) time.Duration) {
+func (s *hedgeServer) reset(draw func(*rand.Rand) time.Duration, round uint64) {
 	s.mu.Lock()
-	s.rng, s.draw = rand.New(rand.NewPCG(hedgeSeed, 0)), draw
+	s.rng, s.draw = rand.New(rand.NewPCG(hedgeSeed, round)), draw
 	s.mu.Unlock()
 	s.seen.Store(0)
 }
@@ -149,13 +149,10 @@ func failsafeRT(p hedgepolicy.HedgePolicy[*http.Response]) func(http.RoundTrippe
 // failsafe-go's hedge policy at p95 and adaptive (its delay quantile
 // 0.95).
 func BenchmarkHedgeTail(b *testing.B) {
-	srv := &hedgeServer{}
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
 	for _, sh := range hedgeShapes {
 		p90, p95 := quantileOf(sh.draw, 0.90), quantileOf(sh.draw, 0.95)
 		b.Logf("shape %s: p90 %v, p95 %v", sh.name, p90, p95)
-		libs := []hedgeLib{
+		runHedgeLibs(b, sh, []hedgeLib{
 			{"none", func(base http.RoundTripper) http.RoundTripper { return base }},
 			{"retrykit-p90", retrykitHedge(fixedHedger(b, p90), nil)},
 			{"retrykit-p95", retrykitHedge(fixedHedger(b, p95), nil)},
@@ -164,12 +161,7 @@ func BenchmarkHedgeTail(b *testing.B) {
 			{"hedgedhttp-p95", hedgedhttpRT(b, p95)},
 			{"failsafe-p95", failsafeRT(hedgepolicy.NewWithDelay[*http.Response](p95))},
 			{"failsafe-adaptive", failsafeRT(hedgepolicy.NewWithDelayQuantile[*http.Response](0.95, 1000, 100))},
-		}
-		for _, lib := range libs {
-			b.Run("shape="+sh.name+"/lib="+lib.name, func(b *testing.B) {
-				runHedgeWorkload(b, srv, ts.URL, sh, lib)
-			})
-		}
+		})
 	}
 }
 
@@ -177,68 +169,91 @@ func BenchmarkHedgeTail(b *testing.B) {
 // Without a budget every request sends its hedge (the load doubles); with
 // a Budget of ratio 0.1 the hedges stay near 10 % of requests.
 func BenchmarkHedgeOutage(b *testing.B) {
+	p95 := quantileOf(hedgeShapes[0].draw, 0.95)
+	outage := hedgeShape{"outage", hedgeOutageRequests, func(r *rand.Rand) time.Duration { return 10 * lognormal5ms(r) }}
+	bg, err := retry.NewBudget(retry.BudgetConfig{Ratio: 0.1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	runHedgeLibs(b, outage, []hedgeLib{
+		{"none", func(base http.RoundTripper) http.RoundTripper { return base }},
+		{"retrykit-p95", retrykitHedge(fixedHedger(b, p95), nil)},
+		{"retrykit-p95-budget", retrykitHedge(fixedHedger(b, p95), bg)},
+		{"hedgedhttp-p95", hedgedhttpRT(b, p95)},
+	})
+}
+
+// hedgeRounds is how many slices each run is cut into: the libraries take
+// turns slice by slice (each slice served from the same seeded stream), so
+// that a stall of this shared machine lands on all of them alike rather
+// than on one library's whole run.
+const hedgeRounds = 10
+
+// runHedgeLibs sends sh.n requests through each library, hedgeWorkers at
+// a time, interleaved by slices, and reports each library's percentiles
+// and extra requests as a sub-benchmark's metrics.
+func runHedgeLibs(b *testing.B, sh hedgeShape, libs []hedgeLib) {
 	srv := &hedgeServer{}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
-	p95 := quantileOf(hedgeShapes[0].draw, 0.95)
-	outage := hedgeShape{"outage", hedgeOutageRequests, func(r *rand.Rand) time.Duration { return 10 * lognormal5ms(r) }}
-	budget := func() *retry.Budget {
-		bg, err := retry.NewBudget(retry.BudgetConfig{Ratio: 0.1})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return bg
+	clients := make([]*http.Client, len(libs))
+	for i, lib := range libs {
+		base := &http.Transport{MaxIdleConnsPerHost: 4 * hedgeWorkers}
+		defer base.CloseIdleConnections()
+		clients[i] = &http.Client{Transport: lib.rt(base)}
 	}
-	for _, lib := range []hedgeLib{
-		{"none", func(base http.RoundTripper) http.RoundTripper { return base }},
-		{"retrykit-p95", retrykitHedge(fixedHedger(b, p95), nil)},
-		{"retrykit-p95-budget", retrykitHedge(fixedHedger(b, p95), budget())},
-		{"hedgedhttp-p95", hedgedhttpRT(b, p95)},
-	} {
-		b.Run("shape=outage/lib="+lib.name, func(b *testing.B) {
-			runHedgeWorkload(b, srv, ts.URL, outage, lib)
+	lat := make([][]time.Duration, len(libs))
+	sent := make([]int64, len(libs))
+	per := sh.n / hedgeRounds
+	for r := range hedgeRounds {
+		for i := range libs {
+			srv.reset(sh.draw, uint64(r))
+			lat[i] = append(lat[i], hedgeSlice(b, clients[i], ts.URL, per)...)
+			sent[i] += srv.seen.Load()
+		}
+	}
+	for i, lib := range libs {
+		b.Run("shape="+sh.name+"/lib="+lib.name, func(b *testing.B) {
+			for b.Loop() {
+			}
+			l := lat[i]
+			slices.Sort(l)
+			q := func(p float64) float64 { return float64(l[int(math.Ceil(p*float64(len(l))))-1]) / 1e6 }
+			b.ReportMetric(q(0.5), "p50-ms")
+			b.ReportMetric(q(0.95), "p95-ms")
+			b.ReportMetric(q(0.99), "p99-ms")
+			b.ReportMetric(q(0.999), "p99.9-ms")
+			b.ReportMetric(100*float64(sent[i]-int64(len(l)))/float64(len(l)), "extra-%")
 		})
 	}
 }
 
-func runHedgeWorkload(b *testing.B, srv *hedgeServer, url string, sh hedgeShape, lib hedgeLib) {
-	base := &http.Transport{MaxIdleConnsPerHost: 4 * hedgeWorkers}
-	defer base.CloseIdleConnections()
-	client := &http.Client{Transport: lib.rt(base)}
-	for b.Loop() {
-		srv.reset(sh.draw)
-		lat := make([]time.Duration, sh.n)
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range hedgeWorkers {
-			wg.Go(func() {
-				for {
-					i := next.Add(1) - 1
-					if i >= int64(sh.n) {
-						return
-					}
-					start := time.Now()
-					req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
-					resp, err := client.Do(req)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					lat[i] = time.Since(start)
+// hedgeSlice sends n GETs to url through c, hedgeWorkers at a time, and
+// returns their latencies (body read and closed).
+func hedgeSlice(b *testing.B, c *http.Client, url string, n int) []time.Duration {
+	lat := make([]time.Duration, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range hedgeWorkers {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
 				}
-			})
-		}
-		wg.Wait()
-		slices.Sort(lat)
-		q := func(p float64) float64 {
-			return float64(lat[int(math.Ceil(p*float64(len(lat))))-1]) / 1e6
-		}
-		b.ReportMetric(q(0.5), "p50-ms")
-		b.ReportMetric(q(0.95), "p95-ms")
-		b.ReportMetric(q(0.99), "p99-ms")
-		b.ReportMetric(q(0.999), "p99.9-ms")
-		b.ReportMetric(100*float64(srv.seen.Load()-int64(sh.n))/float64(sh.n), "extra-%")
+				start := time.Now()
+				req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+				resp, err := c.Do(req)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				lat[i] = time.Since(start)
+			}
+		})
 	}
+	wg.Wait()
+	return lat
 }
