@@ -324,3 +324,69 @@ func TestHedgeLosersResponseClosed(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// A hedge that fails fast with a retryable status does not beat the
+// slower first copy's success.
+func TestHedgeFastFailureLosesToSlowerSuccess(t *testing.T) {
+	s, srv := newHedgeServerCode(t, func(n int) time.Duration {
+		if n == 1 {
+			return 80 * time.Millisecond
+		}
+		return 0
+	}, func(n int) int {
+		if n == 1 {
+			return http.StatusOK
+		}
+		return http.StatusServiceUnavailable
+	})
+	tr := &retryhttp.Transport{Policy: retry.Policy{MaxAttempts: 3}, Hedge: hedger(t, 10*time.Millisecond, 2)}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	s.wait(t, 3)
+	if resp.StatusCode != 200 || string(b) != "answer 1" || retryhttp.Attempts(resp) != 1 {
+		t.Errorf("got %d %q attempt %d; want the first copy's 200", resp.StatusCode, b, retryhttp.Attempts(resp))
+	}
+	// Copy 2's 503 at 10ms sent copy 3 at once, which failed too; the
+	// first copy answered at 80ms.
+	if got := s.seen(); len(got) != 3 {
+		t.Errorf("server saw attempts %v, want 3", got)
+	}
+}
+
+// AttemptTimeout bounds each copy up to its response headers: a copy that
+// runs out of it is retried (the next copy goes at once), and the winner's
+// body, which the server sends 100 ms after its headers, stays readable
+// past the attempt's timeout and after RoundTrip returns.
+func TestHedgeAttemptTimeout(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) < 3 {
+			<-r.Context().Done()
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		time.Sleep(100 * time.Millisecond)
+		io.WriteString(w, "late body")
+	}))
+	defer srv.Close()
+	tr := &retryhttp.Transport{Policy: retry.Policy{AttemptTimeout: 50 * time.Millisecond, Initial: retry.Immediate},
+		Hedge: hedger(t, 20*time.Millisecond, 2)}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(b) != "late body" || retryhttp.Attempts(resp) != 3 || n.Load() != 3 {
+		t.Errorf("got %q (%v), attempt %d, %d requests; want the third copy's body, readable", b, err, retryhttp.Attempts(resp), n.Load())
+	}
+}
