@@ -14,6 +14,9 @@ import (
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/sim"
 	"github.com/spf13/cobra"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
 )
 
 // hedgeOptions holds the flags of `retry simulate hedge`.
@@ -22,7 +25,7 @@ type hedgeOptions struct {
 	rate, sigma, stragglers, factor, tail   float64
 	correlated, slowFactor                  float64
 	mean, tailLatency, slowPeriod, minDelay time.Duration
-	quantiles, budget, format               string
+	quantiles, budget, format, out          string
 	budgetRatio, budgetFloor                float64
 	budgetWindow                            time.Duration
 	seed                                    uint64
@@ -41,8 +44,9 @@ It prints one row without hedging, then one per quantile of --quantiles with a f
 quantile of the unhedged latencies outside slow periods (tuned on a healthy system) and with an
 adaptive delay at that quantile, each again with a
 retry budget (--budget shared, the default) that every copy beyond the first draws on: p50, p95,
-p99, p99.9 and the extra requests sent.`,
-		Example: `  retry simulate hedge --tail 0.01 --tail-latency 1s
+p99, p99.9 and the extra requests sent. With --out it also draws p99.9 and p99 against the extra
+requests (.png or .svg), one line per rule through its quantiles.`,
+		Example: `  retry simulate hedge --tail 0.01 --tail-latency 1s --out curve.png
   retry simulate hedge --stragglers 0.05 --straggler-factor 10 --quantiles 0.9,0.95
   retry simulate hedge --correlated 1 --quantiles 0.9 --copies 2`,
 		Args:          noArgs,
@@ -75,6 +79,7 @@ p99, p99.9 and the extra requests sent.`,
 	f.DurationVar(&o.budgetWindow, "budget-window", retry.DefaultBudgetWindow, "how long the budget remembers")
 	f.Uint64Var(&o.seed, "seed", 1, "random seed; the same seed gives the same result")
 	f.StringVar(&o.format, "format", "table", "table or json")
+	f.StringVar(&o.out, "out", "", "also draw p99.9 and p99 against extra requests to this .png or .svg file")
 	return cmd
 }
 
@@ -118,6 +123,11 @@ func (o *hedgeOptions) scenario() (sim.HedgeScenario, []float64, *retry.BudgetCo
 		return s, nil, nil, bad("--straggler-factor and --slow-factor must be positive")
 	case o.budgetRatio == 0 || o.budgetFloor == 0:
 		return s, nil, nil, bad("--budget-ratio 0 and --budget-min-per-second 0 would mean the defaults; give a negative number for none")
+	}
+	if o.out != "" {
+		if err := checkPlotExt(o.out); err != nil {
+			return s, nil, nil, bad("--out %q: want a .png or .svg file", o.out)
+		}
 	}
 	var qs []float64
 	for _, f := range strings.Split(o.quantiles, ",") {
@@ -167,8 +177,22 @@ func runSimulateHedge(ctx context.Context, o *hedgeOptions, stdout io.Writer) er
 	}
 	ctx, signalled, stopSignals := interruptible(ctx)
 	defer stopSignals()
+	var plotFile *output
+	if o.out != "" {
+		// Opened before the run, so that a file that cannot be written is
+		// bad input; removed again if retry created it and the run failed.
+		if plotFile, err = openOutputFlag("simulate hedge: --out", o.out); err != nil {
+			return err
+		}
+	}
 	pts, err := sim.HedgeCurve(ctx, s, qs, budget)
+	if err == nil && plotFile != nil {
+		err = writeOutput(plotFile, func(w io.Writer) error { return writeHedgePlot(w, plotFormat(o.out), pts) })
+	}
 	if err != nil {
+		if plotFile != nil {
+			plotFile.abandon()
+		}
 		if code := signalled(); code != 0 {
 			return &exitError{code: code, msg: "simulate hedge: interrupted"}
 		}
@@ -216,4 +240,71 @@ func round(d time.Duration) time.Duration {
 	default:
 		return d.Round(10 * time.Microsecond)
 	}
+}
+
+// writeHedgePlot draws the curve: p99.9 (solid) and p99 (dashed) against
+// the extra requests, one line per rule (fixed, adaptive, each with and
+// without the budget) through its quantiles, the unhedged run as a point.
+func writeHedgePlot(w io.Writer, format string, pts []sim.CurvePoint) error {
+	p := plot.New()
+	p.Title.Text = "hedging: tail latency against extra requests"
+	p.X.Label.Text = "extra requests (%)"
+	p.Y.Label.Text = "latency (ms, log scale)"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Add(plotter.NewGrid())
+	series := map[string]plotter.XYs{}
+	var order []string
+	ms := func(d time.Duration) float64 { return max(float64(d)/1e6, 1e-3) }
+	for _, c := range pts {
+		if c.Name == "none" {
+			continue
+		}
+		rule := strings.Fields(c.Name)[0] // fixed or adaptive
+		if strings.HasSuffix(c.Name, "+budget") {
+			rule += " +budget"
+		}
+		for _, q := range []string{"p99.9", "p99"} {
+			key := rule + " " + q
+			if _, ok := series[key]; !ok {
+				order = append(order, key)
+			}
+			y := ms(c.Result.P999)
+			if q == "p99" {
+				y = ms(c.Result.P99)
+			}
+			series[key] = append(series[key], plotter.XY{X: 100 * c.Result.Extra, Y: y})
+		}
+	}
+	for i, key := range order {
+		l, err := plotter.NewLine(series[key])
+		if err != nil {
+			return fmt.Errorf("simulate hedge: plot: %w", err)
+		}
+		l.Color = strategyColors[(i/2)%len(strategyColors)]
+		l.Width = vg.Points(1.2)
+		if strings.HasSuffix(key, " p99") {
+			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		}
+		p.Add(l)
+		p.Legend.Add(key, l)
+	}
+	if len(pts) > 0 && pts[0].Name == "none" {
+		sc, err := plotter.NewScatter(plotter.XYs{{X: 0, Y: ms(pts[0].Result.P999)}, {X: 0, Y: ms(pts[0].Result.P99)}})
+		if err != nil {
+			return fmt.Errorf("simulate hedge: plot: %w", err)
+		}
+		p.Add(sc)
+		p.Legend.Add("no hedging (p99.9, p99)", sc)
+	}
+	p.Legend.Top = true
+	p.Legend.TextStyle.Font.Size = vg.Points(10)
+	wt, err := p.WriterTo(9*vg.Inch, 5*vg.Inch, format)
+	if err != nil {
+		return fmt.Errorf("simulate hedge: plot: %w", err)
+	}
+	if _, err := wt.WriteTo(w); err != nil {
+		return fmt.Errorf("simulate hedge: plot: %w", err)
+	}
+	return nil
 }

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -70,5 +73,25 @@ func TestSimulateHedgeBadInput(t *testing.T) {
 			!strings.HasPrefix(err.Error(), "simulate hedge: ") && args[0] != "extra" {
 			t.Errorf("%v: error %v, want one usage line", args, err)
 		}
+	}
+}
+
+func TestSimulateHedgePlot(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "curve.png")
+	if _, _, err := simulate(t, "hedge", "--requests", "2000", "--tail", "0.01", "--quantiles", "0.9,0.99", "--out", out); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Fatalf("%s: %v, %d bytes, not a PNG", out, err, len(b))
+	}
+	bad := filepath.Join(t.TempDir(), "curve.txt")
+	_, _, err = simulate(t, "hedge", "--out", bad)
+	var ec interface{ ExitCode() int }
+	if !errors.As(err, &ec) || ec.ExitCode() != exitUsage {
+		t.Errorf("--out %s: %v, want a usage error", bad, err)
+	}
+	if _, err := os.Stat(bad); err == nil {
+		t.Errorf("%s created for a refused run", bad)
 	}
 }
