@@ -227,6 +227,7 @@ func (c *hedgeCall[T]) burst(waited time.Duration) (err error, timedOut bool, ma
 		<-c.wake
 		c.mu.Lock()
 	}
+	c.disarm() // a timer armed before the last copy failed serves no more
 	made = c.sent - before
 	if c.hasPanic {
 		c.mu.Unlock()

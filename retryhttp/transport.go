@@ -170,8 +170,10 @@ type Transport struct {
 	// wins, and the others are cancelled and closed before RoundTrip
 	// returns. The winner carries HeaderAttempt set to its own attempt
 	// number when it was not the first. Hedges draw on Policy.Budget and
-	// go through Policy.Throttle; see retry.Hedge for the rules. Other
-	// requests are retried as without it. Nil means no hedging.
+	// go through Policy.Throttle; see retry.Hedge for the rules. Each copy
+	// gets its body from the request's GetBody, so GetBody may be called
+	// by several copies at once (http.NewRequest's are safe for that).
+	// Other requests are retried as without it. Nil means no hedging.
 	Hedge *retry.Hedger
 
 	plain atomic.Uint32 // 0 until judgePolicy's verdict on Policy, then plainYes, plainNo or plainObserved
