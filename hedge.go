@@ -63,9 +63,7 @@ func Hedge(ctx context.Context, p Policy, h *Hedger, op func(context.Context) er
 	if h == nil {
 		return run(ctx, &p, op)
 	}
-	_, err := hedgeValue(ctx, &p, h, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, op(ctx)
-	})
+	_, err := hedgeValue[struct{}](ctx, &p, h, nil, op)
 	return err
 }
 
@@ -79,7 +77,7 @@ func HedgeValue[T any](ctx context.Context, p Policy, h *Hedger, op func(context
 	if h == nil {
 		return DoValue(ctx, p, op)
 	}
-	return hedgeValue(ctx, &p, h, op)
+	return hedgeValue(ctx, &p, h, op, nil)
 }
 
 // HedgeAttempt returns the attempt number (1 for the first) of the copy of
@@ -107,14 +105,16 @@ func (c *copyCtx) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-func hedgeValue[T any](ctx context.Context, p *Policy, h *Hedger, op func(context.Context) (T, error)) (T, error) {
+// hedgeValue runs a hedged call of op, or of op0 (Hedge's operation, which
+// returns no value) when op is nil.
+func hedgeValue[T any](ctx context.Context, p *Policy, h *Hedger, op func(context.Context) (T, error), op0 func(context.Context) error) (T, error) {
 	var zero T
 	if !p.fastValid() {
 		if err := p.validateSlow(); err != nil {
 			return zero, err
 		}
 	}
-	c := &hedgeCall[T]{p: *p, h: h, ctx: ctx, op: op, maxAttempts: p.maxAttempts(), maxCopies: max(h.copies(), 1)}
+	c := &hedgeCall[T]{p: *p, h: h, ctx: ctx, op: op, op0: op0, maxAttempts: p.maxAttempts(), maxCopies: max(h.copies(), 1)}
 	c.copies = c.inline[:0]
 	if p.MaxElapsed > 0 {
 		c.start = time.Now()
@@ -158,6 +158,7 @@ type hedgeCall[T any] struct {
 	h           *Hedger
 	ctx         context.Context
 	op          func(context.Context) (T, error)
+	op0         func(context.Context) error // Hedge's operation, when op is nil
 	maxAttempts int
 	maxCopies   int
 	start       time.Time // with a MaxElapsed: when the call started
@@ -171,7 +172,7 @@ type hedgeCall[T any] struct {
 	stop     bool         // no more hedges in this burst
 	err      error        // the burst's error: the fatal one, or the last failure
 	timedOut bool         // err is that of a copy that ran out of AttemptTimeout
-	inline   [2]copyState // the first two copies in flight, without an allocation
+	inline   [1]copyState // the first copy in flight, without an allocation
 	firstCtx copyCtx      // the context of the call's first copy, without an allocation
 	seq      int          // generation of the hedge timer: a callback of an older one does nothing
 	timer    *time.Timer
@@ -253,9 +254,17 @@ func (c *hedgeCall[T]) runFirst(cctx context.Context, n int) (v T, err error, ti
 			c.mu.Unlock()
 		}
 	}()
-	v, err = c.op(cctx)
+	v, err = c.call(cctx)
 	ok = true
 	return v, err, c.timedOutErr(cctx, err)
+}
+
+// call runs the operation once.
+func (c *hedgeCall[T]) call(ctx context.Context) (v T, err error) {
+	if c.op == nil {
+		return v, c.op0(ctx)
+	}
+	return c.op(ctx)
 }
 
 // timedOutErr reports whether err is that of a copy that ran out of its
@@ -381,7 +390,7 @@ func (c *hedgeCall[T]) runHedge(cctx context.Context, n int) {
 			c.mu.Unlock()
 		}
 	}()
-	v, err := c.op(cctx)
+	v, err := c.call(cctx)
 	timedOut := c.timedOutErr(cctx, err)
 	ok = true
 	c.mu.Lock()
