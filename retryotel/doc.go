@@ -16,8 +16,8 @@
 //	retry.hedge.refused      Int64Counter     {hedge}   each hedge a retry.Budget or retry.Throttle refused
 //
 // A hedge is also an attempt: it counts in retry.call.attempts, and with
-// NewTransport it gets its own client span, like a retry, with
-// http.request.resend_count from its Retry-Attempt. Each hedge sent adds a
+// NewTransport and [WithHedger] it gets its own client span, like a retry,
+// with http.request.resend_count from its Retry-Attempt. Each hedge sent adds a
 // "retry.hedge" event (retry.attempt) to the caller's span.
 //
 // A call whose context was already done before its first attempt records
