@@ -117,7 +117,7 @@ const (
 // with the zero retry.Policy over http.DefaultTransport. A Transport is safe
 // for concurrent use and should be reused, like http.Transport. Fields must
 // not change once it is in use, and a Transport must not be copied after
-// first use. A success at the first attempt allocates nothing (with no
+// first use. A success at the first attempt allocates nothing (with no Hedge, no
 // Throttle, Budget, MaxElapsed or AttemptTimeout in the policy; an
 // Observer allocates nothing unless it does so itself).
 //
