@@ -71,7 +71,8 @@ func p99(t *testing.T, cc *grpc.ClientConn, calls int) time.Duration {
 
 // grpc-java's example (3 attempts, hedging delay 1 s: p99 10,004 ms ->
 // 2,002 ms) reproduced at 1/100 scale in fake time: p99 100 ms without
-// hedging, 20 ms with it.
+// hedging, 11 ms with it (a slow first copy, then a fast hedge sent at
+// 10 ms).
 func TestUnaryHedgeJavaExample(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &echoServer{unary: javaShape}
@@ -83,8 +84,9 @@ func TestUnaryHedgeJavaExample(t *testing.T) {
 		plain := serveInBubble(t, s, grpc.WithDisableRetry())
 		hedged := serveInBubble(t, s, grpc.WithChainUnaryInterceptor(retrygrpc.UnaryHedgeInterceptor(p, h)), grpc.WithDisableRetry())
 		before, after := p99(t, plain, 1000), p99(t, hedged, 1000)
-		if before != 100*time.Millisecond || after > 21*time.Millisecond {
-			t.Errorf("p99 %v without hedging, %v with; want 100ms and about 20ms", before, after)
+		t.Logf("p99: %v without hedging, %v with", before, after)
+		if before != 100*time.Millisecond || after > 11*time.Millisecond {
+			t.Errorf("p99 %v without hedging, %v with; want 100ms and at most 11ms", before, after)
 		}
 	})
 }
