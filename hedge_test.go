@@ -435,3 +435,53 @@ func TestHedgeZeroHedgerWarmsUp(t *testing.T) {
 		}
 	})
 }
+
+// Many goroutines share one adaptive Hedger, Budget, Throttle and
+// Observer; copies answer and fail, racing each other in real time. Under
+// -race: every call ends with its winner's value or an error, and no copy
+// outlives its call.
+func TestHedgeConcurrentCalls(t *testing.T) {
+	h, err := retry.NewHedger(retry.HedgeConfig{WarmUp: 10, Samples: 64, MinDelay: 50 * time.Microsecond, MaxCopies: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := retry.NewBudget(retry.BudgetConfig{Ratio: 0.5})
+	th, _ := retry.NewThrottle(retry.ThrottleConfig{})
+	var r recorder
+	p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 4, Budget: b, Throttle: th, Observer: &r}
+	var running atomic.Int32
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				v, err := retry.HedgeValue(t.Context(), p, h, func(ctx context.Context) (int, error) {
+					running.Add(1)
+					defer running.Add(-1)
+					n := retry.HedgeAttempt(ctx)
+					select {
+					case <-time.After(time.Duration((g*7+i*3+n)%5) * 100 * time.Microsecond):
+					case <-ctx.Done():
+						return 0, ctx.Err()
+					}
+					if (g+i+n)%4 == 0 {
+						return 0, errHedge
+					}
+					return n, nil
+				})
+				if err == nil && v < 1 {
+					t.Errorf("value %d from a successful call", v)
+				}
+				if err != nil && !errors.Is(err, errHedge) && !errors.Is(err, retry.ErrThrottled) && !errors.Is(err, retry.ErrBudgetExhausted) {
+					t.Errorf("unexpected error %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := running.Load(); n != 0 {
+		t.Errorf("%d copies still running after every call returned", n)
+	}
+	if _, ok := h.Delay(); !ok {
+		t.Error("the adaptive Hedger never warmed up")
+	}
+}
