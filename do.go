@@ -49,7 +49,7 @@ func DoValue[T any](ctx context.Context, p Policy, op func(context.Context) (T, 
 			var err error
 			v, err = op(ctx)
 			return err
-		}, err, false, time.Time{})
+		}, err, false, time.Time{}, nil)
 		return v, err
 	}
 	var v T
@@ -92,7 +92,7 @@ func run(ctx context.Context, p *Policy, op func(context.Context) error) error {
 		}
 		return nil
 	}
-	return p.retryLoop(ctx, op, err, timedOut, start)
+	return p.retryLoop(ctx, op, err, timedOut, start, nil)
 }
 
 // plain reports whether an attempt is a bare call of op (no Throttle,
@@ -147,8 +147,9 @@ func (p *Policy) timedAttempt(ctx context.Context, op func(context.Context) erro
 	return err, err != nil && actx.Err() == context.DeadlineExceeded && ctx.Err() == nil
 }
 
-// retryLoop runs from the first failure on.
-func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, err error, timedOut bool, start time.Time) error {
+// retryLoop runs from the first failure on. With a burster (a hedged
+// call), each attempt is a burst of copies instead of a call of op.
+func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, err error, timedOut bool, start time.Time, b burster) error {
 	if start.IsZero() {
 		start = time.Now()
 	}
@@ -165,7 +166,11 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 			timer.Stop()
 		}
 	}()
-	for n := 1; ; n++ {
+	n := 1 // attempts made
+	if b != nil {
+		n = b.attempts() // the first burst's
+	}
+	for ; ; n++ {
 		if err != ErrThrottled {
 			made = err
 		}
@@ -242,7 +247,13 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 		if cerr := ctx.Err(); cerr != nil {
 			return fail(ReasonContext, cerr)
 		}
-		err, timedOut = p.attempt(ctx, op, n+1, start, waited)
+		if b != nil {
+			var k int
+			err, timedOut, k = b.burst(waited)
+			n += k - 1 // the burst's attempts, less the one the loop counts
+		} else {
+			err, timedOut = p.attempt(ctx, op, n+1, start, waited)
+		}
 		if err == nil {
 			if p.Observer != nil {
 				p.Observer.Observe(ctx, Event{Kind: EventDone, Attempt: n + 1, MaxAttempts: maxAttempts, Waited: waited})

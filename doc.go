@@ -104,6 +104,25 @@
 // calls, not 16. Set Policy.RetryExhausted to retry such errors anyway
 // (never a Permanent one).
 //
+// # Hedging
+//
+// Retries answer failures; hedges answer slowness. [Hedge] and
+// [HedgeValue] are Do and DoValue for an operation that is safe to run
+// several times at once (a read, a request with an idempotency key): once
+// a copy has been outstanding a [Hedger]'s delay, another copy is sent
+// without cancelling the first, and the first success wins. The delay is
+// fixed, or adaptive: a quantile of recent successful latencies. Hedging
+// is an entry point of its own, not a Policy field, because it asks more
+// of the operation than retrying does (copies run at the same time), and
+// the integration modules that take a Policy keep per-call state that
+// assumes one attempt at a time; a nil Hedger means no hedging. The
+// Policy keeps every other role: MaxAttempts caps the copies in all, a
+// burst whose copies all failed is retried after the policy's wait, and
+// every copy beyond the first is a retry for the Budget and goes through
+// the Throttle, so one Budget bounds hedges and retries together. The
+// Hedger holds the only state that outlives a call, the adaptive
+// latencies, and is shared as a Budget is.
+//
 // # Concurrency
 //
 // A Policy is a plain value holding no per-call state: one Policy may be

@@ -31,14 +31,33 @@ const (
 	// call spent waiting between attempts, a wait that the context cut
 	// short included.
 	EventDone
+	// EventHedge: a hedged call ([Hedge]) sends attempt Attempt while
+	// earlier copies are still in flight, because the hedge delay passed
+	// or a copy failed with a retryable error. Its EventAttempt follows.
+	EventHedge
+	// EventHedgeWon: attempt Attempt, a hedge, succeeded first; the other
+	// copies are being cancelled.
+	EventHedgeWon
+	// EventHedgeCancelled: attempt Attempt, still in flight, is cancelled
+	// because another copy won or the call ended.
+	EventHedgeCancelled
+	// EventHedgeRefused: the Budget (Err matches [ErrBudgetExhausted]) or
+	// the Throttle (Err is [ErrThrottled]) refused hedge Attempt, which is
+	// not sent; no more hedges follow in this burst, and the call waits
+	// for the copies in flight.
+	EventHedgeRefused
 )
 
 var eventKindNames = [...]string{
-	EventAttempt:       "attempt",
-	EventRetry:         "retry",
-	EventThrottled:     "throttled",
-	EventBudgetRefused: "budget_refused",
-	EventDone:          "done",
+	EventAttempt:        "attempt",
+	EventRetry:          "retry",
+	EventThrottled:      "throttled",
+	EventBudgetRefused:  "budget_refused",
+	EventDone:           "done",
+	EventHedge:          "hedge",
+	EventHedgeWon:       "hedge_won",
+	EventHedgeCancelled: "hedge_cancelled",
+	EventHedgeRefused:   "hedge_refused",
 }
 
 // String returns the kind's lower-case name, such as "retry".
@@ -69,7 +88,9 @@ type Event struct {
 //
 // Observe is called synchronously, on the goroutine running the loop, with
 // the context of the call (for EventAttempt, the attempt's own context when
-// the policy has an AttemptTimeout). Implementations must be safe for
+// the policy has an AttemptTimeout, and in a hedged call always the copy's).
+// In a hedged call ([Hedge]) the events of one call come from the
+// goroutines of its copies, one at a time. Implementations must be safe for
 // concurrent use, because one Policy serves any number of calls at once,
 // and must return quickly: the loop waits for them. They must not retain
 // the Event's Err beyond the call unless they need it.

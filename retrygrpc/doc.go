@@ -89,6 +89,14 @@
 // retrygax, retry.Do or another interceptor above do not retry what they
 // cannot see.
 //
+// # Hedging (gRFC A6)
+//
+// [UnaryHedgeInterceptor] hedges unary calls with a retry.Hedger: after
+// the hedging delay another copy goes out, up to Policy.MaxAttempts; the
+// codes of WithCodes are the nonFatalStatusCodes; the first OK wins and
+// the others are cancelled; pushback stops hedges; every copy beyond the
+// first draws on the Policy's Budget. Streams are not hedged.
+//
 // # Cost
 //
 // A successful unary call through the interceptor makes its one attempt

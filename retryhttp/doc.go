@@ -59,6 +59,28 @@
 // retryable status with MaxAttempts 1, or a Throttle rejecting every
 // retry).
 //
+// # Hedging
+//
+// With Transport.Hedge set, a request safe to send several times at once
+// gets another copy once the last one sent has been outstanding the
+// Hedger's delay (retry.Hedge has the rules):
+//
+//	GET HEAD OPTIONS TRACE PUT DELETE, or a key   hedged
+//	POST PATCH ... without a key                  never hedged (RetryNonIdempotent
+//	                                              does not change this); retried as usual
+//	body with GetBody, or buffered                every copy sends it whole
+//	body too large to buffer                      not hedged; sent once
+//	a copy's answer not retried (2xx, 4xx ...)    wins; the others are cancelled and
+//	                                              their responses closed before RoundTrip returns
+//	a copy's retryable status or error            the next copy goes at once
+//	Retry-After on a copy's answer                no more hedges (pushback)
+//	the caller's context ends                     every copy ends
+//
+// Each hedge carries Retry-Attempt with its own number; the winning
+// response carries its attempt number in Retry-Attempt when it was not
+// the first. Hedges draw on Policy.Budget and go through Policy.Throttle,
+// and Policy.MaxAttempts caps the copies in all.
+//
 // # The true number of sends
 //
 // net/http's own http.Transport also resends, once, a request that it wrote

@@ -125,3 +125,32 @@ func ExampleExhausted() {
 	// 3 1
 	// 3 true
 }
+
+// A GET whose first copy is stuck gets a hedge after 10 ms; the hedge's
+// answer wins, and the stuck request is cancelled.
+func ExampleTransport_hedge() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(retryhttp.HeaderAttempt) == "" {
+			<-r.Context().Done() // the first copy hangs until it is cancelled
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	defer srv.Close()
+
+	h, err := retry.NewHedger(retry.HedgeConfig{Delay: 10 * time.Millisecond, MaxCopies: 2})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	tr := &retryhttp.Transport{Hedge: h, Policy: retry.Policy{Budget: retry.GRPCBudget()}}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, "from attempt", retryhttp.Attempts(resp))
+	// Output: 200 from attempt 2
+}

@@ -117,7 +117,7 @@ const (
 // with the zero retry.Policy over http.DefaultTransport. A Transport is safe
 // for concurrent use and should be reused, like http.Transport. Fields must
 // not change once it is in use, and a Transport must not be copied after
-// first use. A success at the first attempt allocates nothing (with no
+// first use. A success at the first attempt allocates nothing (with no Hedge, no
 // Throttle, Budget, MaxElapsed or AttemptTimeout in the policy; an
 // Observer allocates nothing unless it does so itself).
 //
@@ -160,6 +160,21 @@ type Transport struct {
 	// DefaultMaxBufferedBody (1 MiB); negative means such bodies are never
 	// buffered and those requests are sent once.
 	MaxBufferedBody int64
+
+	// Hedge, when set, hedges requests that are safe to send several
+	// times at once: an idempotent method or an idempotency key (never a
+	// POST without one, whatever RetryNonIdempotent says), and no body or
+	// one replayable through GetBody or the buffer. Once a copy has been
+	// outstanding Hedge's delay, another is sent (carrying
+	// [HeaderAttempt]); the first response whose status is not retried
+	// wins, and the others are cancelled and closed before RoundTrip
+	// returns. The winner carries HeaderAttempt set to its own attempt
+	// number when it was not the first. Hedges draw on Policy.Budget and
+	// go through Policy.Throttle; see retry.Hedge for the rules. Each copy
+	// gets its body from the request's GetBody, so GetBody may be called
+	// by several copies at once (http.NewRequest's are safe for that).
+	// Other requests are retried as without it. Nil means no hedging.
+	Hedge *retry.Hedger
 
 	plain atomic.Uint32 // 0 until judgePolicy's verdict on Policy, then plainYes, plainNo or plainObserved
 }
@@ -312,6 +327,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			c.stream, c.replayable = true, false
 		}
 	}
+	if t.Hedge != nil && c.replayable && hedgeable(req) {
+		return c.hedged()
+	}
 	return c.loop(ctx)
 }
 
@@ -337,7 +355,7 @@ const (
 func (t *Transport) judgePolicy() uint32 {
 	p := &t.Policy
 	v := uint32(plainNo)
-	if p.Throttle == nil && p.Budget == nil && p.MaxElapsed <= 0 && p.AttemptTimeout <= 0 && p.Validate() == nil {
+	if p.Throttle == nil && p.Budget == nil && p.MaxElapsed <= 0 && p.AttemptTimeout <= 0 && t.Hedge == nil && p.Validate() == nil {
 		v = plainYes
 		if p.Observer != nil {
 			v = plainObserved

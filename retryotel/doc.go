@@ -11,6 +11,14 @@
 //	retry.call.gave_up       Int64Counter     {call}    once per call that gave up, with retry.reason
 //	retry.attempt.throttled  Int64Counter     {attempt} each attempt a retry.Throttle rejected locally
 //	retry.retry.refused      Int64Counter     {retry}   each retry a retry.Budget refused
+//	retry.hedge.sent         Int64Counter     {hedge}   each hedge sent (retry.Hedge, retryhttp.Transport.Hedge)
+//	retry.hedge.won          Int64Counter     {hedge}   each call won by a hedge, not by its first copy
+//	retry.hedge.refused      Int64Counter     {hedge}   each hedge a retry.Budget or retry.Throttle refused
+//
+// A hedge is also an attempt: it counts in retry.call.attempts, and with
+// NewTransport and [WithHedger] it gets its own client span, like a retry,
+// with http.request.resend_count from its Retry-Attempt. Each hedge sent adds a
+// "retry.hedge" event (retry.attempt) to the caller's span.
 //
 // A call whose context was already done before its first attempt records
 // 0 attempts (and gives up with reason context). A call "retried" when it

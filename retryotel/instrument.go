@@ -79,6 +79,7 @@ type observer struct {
 	gaveUp    metric.Int64Counter
 	throttled metric.Int64Counter
 	refused   metric.Int64Counter
+	hedges    hedgeCounters
 
 	operation attribute.KeyValue
 	// Options holding the precomputed attribute sets, as slices so that
@@ -132,6 +133,8 @@ func newObserver(operation string, mp metric.MeterProvider) *observer {
 	if handle(err); o.refused == nil {
 		o.refused = noop.Int64Counter{}
 	}
+
+	o.hedges = newHedgeCounters(m)
 
 	set := metric.WithAttributeSet(attribute.NewSet(o.operation))
 	o.record = []metric.RecordOption{set}
@@ -187,6 +190,8 @@ func (o *observer) Observe(ctx context.Context, e retry.Event) {
 			span.AddEvent("retry.budget_refused", trace.WithAttributes(
 				attribute.Int("retry.attempt", e.Attempt), errorMessage(e.Err)))
 		}
+	default:
+		o.observeHedge(ctx, e)
 	}
 }
 

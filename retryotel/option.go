@@ -3,6 +3,8 @@ package retryotel
 import (
 	"context"
 
+	"github.com/retrykit/retry"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -18,6 +20,7 @@ type Option interface {
 type config struct {
 	mp metric.MeterProvider
 	tp trace.TracerProvider
+	h  *retry.Hedger // NewTransport's Hedge (hedge.go)
 }
 
 func newConfig(opts []Option) config {

@@ -63,6 +63,7 @@ func NewTransport(base http.RoundTripper, p retry.Policy, opts ...Option) http.R
 			base: base,
 		},
 		Policy: instrument(p, "http", &c),
+		Hedge:  c.h,
 	}
 }
 

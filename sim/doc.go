@@ -144,6 +144,23 @@
 // to 21,665/s; 21,200 is near the middle of that window.
 // TestHuangCalibration repeats the search (RETRYKIT_CALIBRATE=1).
 //
+// # Hedging model
+//
+// [RunHedge] models hedged requests (retry.Hedge) rather than retries:
+// Requests requests arrive evenly at Rate per second; each sends a first
+// copy and, while no copy has answered, another copy after the hedge
+// delay, up to MaxCopies; the request's latency is that of its first copy
+// to answer. Each copy's latency is drawn from [Latency] (lognormal, with
+// stragglers and a heavy tail), independently, or, with Correlated, slowed
+// together with every other copy sent in a slow period. The delay is
+// fixed, or retry.Hedger's adaptive rule in virtual time; with a Budget,
+// every copy beyond the first draws on it (retry.Budget's rule, one budget
+// for all requests) and a refused hedge is not sent. [HedgeCurve] runs the
+// sweep: no hedging, then fixed and adaptive delays at given quantiles of
+// the unhedged latencies, each without and with the budget, reporting
+// p50, p95, p99, p99.9 and the extra load. Copies never fail in this
+// model, and a copy costs the server nothing once cancelled.
+//
 // # Memory and termination
 //
 // Run allocates per client one 32-byte event (plus room for an 8-byte

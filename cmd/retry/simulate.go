@@ -116,6 +116,7 @@ throttle, drop-expired, aws) or jitters, and --sweep draws a phase diagram.`,
 	f.StringVar(&o.maxMemory, "max-memory", "", "refuse a run needing more memory than this, as 512MiB, 4GiB or none (default 4GiB, or the memory available if less)")
 	o.policy = addPolicyFlags(cmd, "attempt-timeout", "quiet", "verbose", "log-format") // no attempt takes time, nothing is logged
 	oo = addOpenFlags(cmd)
+	cmd.AddCommand(newSimulateHedgeCmd())
 	return cmd
 }
 

@@ -1,0 +1,476 @@
+package retry
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Hedge is [Do] for an operation that is safe to run several times at
+// once: when an attempt is slow, it sends another copy without cancelling
+// the first, and the first copy to succeed wins. h says when (a fixed or
+// adaptive delay) and how many copies may be in flight; a nil h means no
+// hedging, and Hedge is then exactly Do.
+//
+// The rules, per call:
+//
+//	event                                   what happens
+//	a copy is outstanding h's delay         the next copy is sent (a hedge), up to h's MaxCopies in flight
+//	a copy succeeds                         it wins: the others are cancelled, Hedge returns nil
+//	a copy fails, retryable, others running the next copy is sent at once (gRFC A6's non-fatal code)
+//	a copy fails, not retryable             the call ends: the others are cancelled (gRFC A6's fatal code)
+//	a copy fails with a server wait [After] no more hedges in this burst (gRFC A6's pushback)
+//	the Budget or Throttle refuses a hedge  no more hedges in this burst; the copies in flight go on
+//	every copy in flight failed, retryable  a retry, as in Do: the policy's wait, then a new burst
+//
+// Hedging and retrying are one loop with one count: every copy is an
+// attempt. Policy.MaxAttempts caps the copies sent in all (gRFC A6's
+// maxAttempts); a failure while other copies are in flight sends the next
+// copy at once, and a failure that leaves none in flight is retried after
+// the policy's wait, as Do retries it, with every stop rule of Do. With
+// Policy.Initial set to [Immediate] this is gRFC A6's hedging exactly.
+// Layers still do not multiply: an error of an inner loop that gave up
+// ends the call as in Do.
+//
+// A failure loses to a slower success: a copy that fails fast, while
+// another is in flight, never ends the call unless it is not retryable.
+//
+// Every copy but the call's first is a retry for the policy's [Budget]
+// and goes through its [Throttle], so one Budget bounds hedges and
+// retries together (across a fleet, when the Budget is shared). When
+// either refuses a hedge, the call sends no more hedges in that burst and
+// waits for the copies in flight.
+//
+// Each copy runs under its own child of ctx (bounded by AttemptTimeout),
+// which [HedgeAttempt] maps to its attempt number. A loser's context is
+// cancelled as soon as a copy wins or the call ends; Hedge returns once
+// every copy has returned, so that no copy outlives the call. An operation
+// must therefore honour its context: one that ignores cancellation delays
+// Hedge's return until it ends by itself. The first copy of each burst
+// runs on the caller's goroutine, the hedges on goroutines of their own; a
+// panic in a hedge is re-raised on the caller's goroutine once the other
+// copies have returned.
+//
+// The Observer sees, besides Do's events, [EventHedge] for each hedge sent,
+// [EventHedgeWon] when a hedge wins, [EventHedgeCancelled] for each copy
+// cancelled and [EventHedgeRefused] for each hedge refused; with hedging,
+// events come from the goroutine of the copy concerned, one at a time.
+//
+// Cost: a call whose first copy answers before the delay arms and stops
+// one timer and creates the copy's context (see the package benchmarks);
+// an adaptive Hedger also reads the clock twice to learn the latency.
+func Hedge(ctx context.Context, p Policy, h *Hedger, op func(context.Context) error) error {
+	if h == nil {
+		return run(ctx, &p, op)
+	}
+	_, err := hedgeValue[struct{}](ctx, &p, h, nil, op)
+	return err
+}
+
+// HedgeValue is [Hedge] for an operation that returns a value: on success
+// it returns the winner's value; when it gives up, the value of the last
+// copy that failed. The values of copies that lost are dropped: an
+// operation whose value holds a resource (an open response) must release
+// it itself when it learns that it lost (its context is then cancelled).
+// A nil h means no hedging: HedgeValue is then exactly [DoValue].
+func HedgeValue[T any](ctx context.Context, p Policy, h *Hedger, op func(context.Context) (T, error)) (T, error) {
+	if h == nil {
+		return DoValue(ctx, p, op)
+	}
+	return hedgeValue(ctx, &p, h, op, nil)
+}
+
+// HedgeAttempt returns the attempt number (1 for the first) of the copy of
+// a hedged call that ctx was given to, or 0 when ctx is not the context of
+// such a copy. An operation uses it to tell the server which attempt it
+// is (retryhttp's Retry-Attempt, gRPC's grpc-previous-rpc-attempts).
+func HedgeAttempt(ctx context.Context) int {
+	n, _ := ctx.Value(copyKey{}).(int)
+	return n
+}
+
+type copyKey struct{}
+
+// copyCtx is a copy's context: the copy's cancellable context, answering
+// copyKey with the attempt number.
+type copyCtx struct {
+	context.Context
+	n int
+}
+
+func (c *copyCtx) Value(key any) any {
+	if key == (copyKey{}) {
+		return c.n
+	}
+	return c.Context.Value(key)
+}
+
+// hedgeValue runs a hedged call of op, or of op0 (Hedge's operation, which
+// returns no value) when op is nil.
+func hedgeValue[T any](ctx context.Context, p *Policy, h *Hedger, op func(context.Context) (T, error), op0 func(context.Context) error) (T, error) {
+	var zero T
+	if !p.fastValid() {
+		if err := p.validateSlow(); err != nil {
+			return zero, err
+		}
+	}
+	c := &hedgeCall[T]{p: *p, h: h, ctx: ctx, op: op, op0: op0, maxAttempts: p.maxAttempts(), maxCopies: max(h.copies(), 1)}
+	c.copies = c.inline[:0]
+	if p.MaxElapsed > 0 {
+		c.start = time.Now()
+	}
+	if err := ctx.Err(); err != nil {
+		return zero, p.giveUp(ctx, &Error{Reason: ReasonContext, Cause: err}, c.start, 0)
+	}
+	err, timedOut, _ := c.burst(0)
+	if err == nil {
+		if p.Observer != nil {
+			p.Observer.Observe(ctx, Event{Kind: EventDone, Attempt: c.sent, MaxAttempts: c.maxAttempts})
+		}
+		return c.v, nil
+	}
+	err = p.retryLoop(ctx, nil, err, timedOut, c.start, c)
+	if err == nil {
+		return c.v, nil
+	}
+	return c.v, err
+}
+
+// burster is a hedged call as the retry loop sees it: burst makes one
+// attempt of the loop, a burst of copies, and says how many attempts it
+// made.
+type burster interface {
+	burst(waited time.Duration) (err error, timedOut bool, made int)
+	attempts() int // the attempts made so far, once no copy is in flight
+}
+
+func (c *hedgeCall[T]) attempts() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sent
+}
+
+// hedgeCall is the state of one hedged call. Everything after mu is
+// guarded by it: the copies' goroutines and the hedge timer's callback
+// update it as their events happen.
+type hedgeCall[T any] struct {
+	p           Policy // a copy, so that the caller's stays on its stack
+	h           *Hedger
+	ctx         context.Context
+	op          func(context.Context) (T, error)
+	op0         func(context.Context) error // Hedge's operation, when op is nil
+	maxAttempts int
+	maxCopies   int
+	start       time.Time // with a MaxElapsed: when the call started
+
+	mu       sync.Mutex
+	sent     int          // attempts of the call so far (copies sent, first copies the Throttle rejected)
+	copies   []copyState  // the copies in flight
+	v        T            // the winner's value, or the last failed copy's
+	won      bool         // a copy of this burst succeeded
+	fatal    bool         // a copy of this burst failed with an error that ends the call
+	stop     bool         // no more hedges in this burst
+	err      error        // the burst's error: the fatal one, or the last failure
+	timedOut bool         // err is that of a copy that ran out of AttemptTimeout
+	inline   [1]copyState // the first copy in flight, without an allocation
+	firstCtx copyCtx      // the context of the call's first copy, without an allocation
+	seq      int          // generation of the hedge timer: a callback of an older one does nothing
+	timer    *time.Timer
+	waiting  bool // the caller waits on wake for the copies in flight
+	wake     chan struct{}
+	waited   time.Duration // the waits of the retry loop before this burst
+	panicked any           // a hedge's panic, re-raised on the caller's goroutine
+	hasPanic bool
+}
+
+// copyState is a copy in flight.
+type copyState struct {
+	n      int
+	cancel context.CancelFunc
+	hedge  bool      // sent while another copy was in flight
+	start  time.Time // an adaptive Hedger's: when it was sent
+}
+
+// burst runs one burst of copies, the first on the calling goroutine, and
+// returns once none is in flight; waited is the retry loop's waits so far.
+// It is the attempt of the retry loop: made is the number of attempts it
+// made, the copies sent or a first copy the Throttle rejected.
+func (c *hedgeCall[T]) burst(waited time.Duration) (err error, timedOut bool, made int) {
+	c.mu.Lock()
+	before := c.sent
+	c.won, c.fatal, c.stop, c.err, c.timedOut, c.waited = false, false, false, nil, false, waited
+	n := c.sent + 1
+	p := &c.p
+	if p.Throttle != nil && !p.Throttle.allow() {
+		c.sent++
+		if p.Observer != nil {
+			p.Observer.Observe(c.ctx, Event{Kind: EventThrottled, Attempt: n, MaxAttempts: c.maxAttempts, Err: ErrThrottled, Waited: waited})
+		}
+		c.mu.Unlock()
+		return ErrThrottled, false, 1
+	}
+	if p.Budget != nil {
+		p.Budget.record(n > 1) // a retry was granted by the loop
+	}
+	cctx := c.send(n, false)
+	c.mu.Unlock()
+
+	v, err, timedOut := c.runFirst(cctx, n)
+
+	c.mu.Lock()
+	c.finish(n, v, err, timedOut)
+	for len(c.copies) > 0 {
+		if c.wake == nil {
+			c.wake = make(chan struct{}, 1)
+		}
+		c.waiting = true
+		c.mu.Unlock()
+		<-c.wake
+		c.mu.Lock()
+	}
+	c.disarm() // a timer armed before the last copy failed serves no more
+	made = c.sent - before
+	if c.hasPanic {
+		c.mu.Unlock()
+		panic(c.panicked)
+	}
+	err, timedOut = c.err, c.timedOut
+	if c.won {
+		err, timedOut = nil, false
+	}
+	c.mu.Unlock()
+	return err, timedOut, made
+}
+
+// runFirst runs the burst's first copy on the caller's goroutine. If op
+// panics, the other copies are cancelled before the panic goes on.
+func (c *hedgeCall[T]) runFirst(cctx context.Context, n int) (v T, err error, timedOut bool) {
+	ok := false
+	defer func() {
+		if !ok {
+			c.mu.Lock()
+			c.fatal = true
+			c.cancelOthers(n)
+			c.mu.Unlock()
+		}
+	}()
+	v, err = c.call(cctx)
+	ok = true
+	return v, err, c.timedOutErr(cctx, err)
+}
+
+// call runs the operation once.
+func (c *hedgeCall[T]) call(ctx context.Context) (v T, err error) {
+	if c.op == nil {
+		return v, c.op0(ctx)
+	}
+	return c.op(ctx)
+}
+
+// timedOutErr reports whether err is that of a copy that ran out of its
+// AttemptTimeout while the call's context was alive.
+func (c *hedgeCall[T]) timedOutErr(cctx context.Context, err error) bool {
+	return err != nil && c.p.AttemptTimeout > 0 && cctx.Err() == context.DeadlineExceeded && c.ctx.Err() == nil
+}
+
+// send starts copy n: it makes its context, records it in flight, reports
+// it and arms the timer for the next hedge. The caller runs the copy.
+// c.mu must be held.
+func (c *hedgeCall[T]) send(n int, hedge bool) context.Context {
+	p := &c.p
+	var (
+		cctx   context.Context
+		cancel context.CancelFunc
+	)
+	if d := p.AttemptTimeout; d > 0 {
+		if p.MaxElapsed > 0 {
+			d = min(d, max(p.MaxElapsed-time.Since(c.start), 1))
+		}
+		cctx, cancel = context.WithTimeout(c.ctx, d)
+	} else {
+		cctx, cancel = context.WithCancel(c.ctx)
+	}
+	if n == 1 {
+		c.firstCtx = copyCtx{Context: cctx, n: n}
+		cctx = &c.firstCtx
+	} else {
+		cctx = &copyCtx{Context: cctx, n: n}
+	}
+	s := copyState{n: n, cancel: cancel, hedge: hedge}
+	if c.h.adaptive() {
+		s.start = time.Now()
+	}
+	c.copies = append(c.copies, s)
+	c.sent++
+	if p.Observer != nil {
+		if hedge {
+			p.Observer.Observe(c.ctx, Event{Kind: EventHedge, Attempt: n, MaxAttempts: c.maxAttempts, Waited: c.waited})
+		}
+		p.Observer.Observe(cctx, Event{Kind: EventAttempt, Attempt: n, MaxAttempts: c.maxAttempts, Waited: c.waited})
+	}
+	c.arm()
+	return cctx
+}
+
+// arm starts the timer for the next hedge if one may follow. c.mu must be
+// held.
+func (c *hedgeCall[T]) arm() {
+	c.disarm()
+	if c.stop || len(c.copies) >= c.maxCopies || !c.attemptsLeft() {
+		return
+	}
+	d, ok := c.h.Delay()
+	if !ok {
+		return // an adaptive Hedger warming up
+	}
+	seq := c.seq
+	c.timer = time.AfterFunc(d, func() { c.onTimer(seq) })
+}
+
+// disarm stops the hedge timer; a callback already started does nothing.
+// c.mu must be held.
+func (c *hedgeCall[T]) disarm() {
+	c.seq++
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+}
+
+func (c *hedgeCall[T]) attemptsLeft() bool {
+	return c.maxAttempts == Unlimited || c.sent < c.maxAttempts
+}
+
+// onTimer is the hedge timer's callback.
+func (c *hedgeCall[T]) onTimer(seq int) {
+	c.mu.Lock()
+	if seq == c.seq {
+		c.timer = nil
+		c.hedge()
+	}
+	c.mu.Unlock()
+}
+
+// hedge sends the next copy, on a goroutine of its own, if the burst may
+// still send one and the Throttle and Budget allow it. c.mu must be held.
+func (c *hedgeCall[T]) hedge() {
+	if c.won || c.fatal || c.stop || len(c.copies) == 0 || len(c.copies) >= c.maxCopies || !c.attemptsLeft() || c.ctx.Err() != nil {
+		return
+	}
+	p := &c.p
+	n := c.sent + 1
+	refused := func(err error) {
+		c.stop = true
+		if p.Observer != nil {
+			p.Observer.Observe(c.ctx, Event{Kind: EventHedgeRefused, Attempt: n, MaxAttempts: c.maxAttempts, Err: err, Waited: c.waited})
+		}
+	}
+	if p.Throttle != nil && !p.Throttle.allow() {
+		refused(ErrThrottled)
+		return
+	}
+	if p.Budget != nil && !p.Budget.allowRetry() {
+		refused(ErrBudgetExhausted)
+		return
+	}
+	cctx := c.send(n, true)
+	go c.runHedge(cctx, n)
+}
+
+// runHedge runs hedge copy n on its own goroutine.
+func (c *hedgeCall[T]) runHedge(cctx context.Context, n int) {
+	ok := false
+	defer func() {
+		if !ok {
+			r := recover()
+			c.mu.Lock()
+			c.panicked, c.hasPanic, c.fatal = r, true, true
+			c.cancelOthers(n)
+			c.remove(n)
+			c.mu.Unlock()
+		}
+	}()
+	v, err := c.call(cctx)
+	timedOut := c.timedOutErr(cctx, err)
+	ok = true
+	c.mu.Lock()
+	c.finish(n, v, err, timedOut)
+	c.mu.Unlock()
+}
+
+// remove takes copy n out of the copies in flight, ends its context and
+// wakes the caller when none is left. c.mu must be held.
+func (c *hedgeCall[T]) remove(n int) (copyState, bool) {
+	for i, s := range c.copies {
+		if s.n == n {
+			s.cancel()
+			c.copies = append(c.copies[:i], c.copies[i+1:]...)
+			if len(c.copies) == 0 && c.waiting {
+				c.waiting = false
+				c.wake <- struct{}{}
+			}
+			return s, true
+		}
+	}
+	return copyState{}, false
+}
+
+// cancelOthers cancels every copy in flight but n and stops the timer.
+// The copies stay in flight until they return. c.mu must be held.
+func (c *hedgeCall[T]) cancelOthers(n int) {
+	c.disarm()
+	p := &c.p
+	for _, s := range c.copies {
+		if s.n == n {
+			continue
+		}
+		if c.h.adaptive() {
+			c.h.observe(time.Since(s.start)) // at least this slow
+		}
+		s.cancel()
+		if p.Observer != nil {
+			p.Observer.Observe(c.ctx, Event{Kind: EventHedgeCancelled, Attempt: s.n, MaxAttempts: c.maxAttempts, Waited: c.waited})
+		}
+	}
+}
+
+// finish handles the outcome of copy n. c.mu must be held.
+func (c *hedgeCall[T]) finish(n int, v T, err error, timedOut bool) {
+	decided := c.won || c.fatal
+	s, _ := c.remove(n)
+	p := &c.p
+	if decided {
+		// A loser: cancelled, or answering just after the winner. Its
+		// value is dropped; a cancelled copy tells the Throttle nothing.
+		if p.Throttle != nil && (err == nil || c.ctx.Err() == nil && !isContextErr(err)) {
+			p.Throttle.recordTimed(err, timedOut)
+		}
+		return
+	}
+	if p.Throttle != nil {
+		p.Throttle.recordTimed(err, timedOut)
+	}
+	if err == nil {
+		c.won, c.v = true, v
+		if c.h.adaptive() {
+			c.h.observe(time.Since(s.start))
+		}
+		if s.hedge && p.Observer != nil {
+			p.Observer.Observe(c.ctx, Event{Kind: EventHedgeWon, Attempt: n, MaxAttempts: c.maxAttempts, Waited: c.waited})
+		}
+		c.cancelOthers(n)
+		return
+	}
+	c.v, c.err, c.timedOut = v, err, timedOut
+	if r, _ := p.stopReason(c.ctx, err, timedOut); r != 0 {
+		c.fatal = true
+		c.cancelOthers(n)
+		return
+	}
+	if _, ok := RetryAfter(err); ok {
+		c.stop = true // the server pushed back: no more hedges
+		c.disarm()
+		return
+	}
+	c.hedge() // try elsewhere at once, if a copy is still in flight
+}

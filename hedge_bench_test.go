@@ -1,0 +1,45 @@
+package retry_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/retrykit/retry"
+)
+
+// BenchmarkHedgeFastAnswer is a hedged call whose first copy answers
+// before the hedge delay: it should cost about BenchmarkHedgeFloor more
+// than BenchmarkDoSuccess.
+func BenchmarkHedgeFastAnswer(b *testing.B) {
+	ctx := context.Background()
+	h, err := retry.NewHedger(retry.HedgeConfig{Delay: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := retry.Hedge(ctx, retry.Policy{}, h, func(context.Context) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkHedgeFloor is the least a hedged call has to do around a call
+// that answers before the delay: make the copy's context (so that a hedge
+// can cancel it), arm the hedge timer, and stop both.
+func BenchmarkHedgeFloor(b *testing.B) {
+	ctx := context.Background()
+	op := func(context.Context) error { return nil }
+	b.ReportAllocs()
+	for b.Loop() {
+		cctx, cancel := context.WithCancel(ctx)
+		t := time.AfterFunc(time.Second, func() {})
+		err := op(cctx)
+		t.Stop()
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}

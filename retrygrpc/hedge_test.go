@@ -1,0 +1,166 @@
+package retrygrpc_test
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retrygrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// attemptOf returns the attempt number a server sees: 1 + the copy's
+// grpc-previous-rpc-attempts.
+func attemptOf(ctx context.Context) int {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get(retrygrpc.HeaderPreviousAttempts); len(v) > 0 {
+		n, _ := strconv.Atoi(v[0])
+		return n + 1
+	}
+	return 1
+}
+
+// javaShape is grpc-java's hedging example scaled down 100 times in time:
+// 10 %, 5 % and 1 % of copies take 20, 50 and 100 ms (2, 5, 10 s there),
+// the others 1 ms; each copy of call in draws its own latency from a hash
+// of (in, attempt), so the run is the same every time.
+func javaShape(ctx context.Context, _ int, in string) (string, error) {
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s/%d", in, attemptOf(ctx))
+	d := time.Millisecond
+	switch u := h.Sum32() % 100; {
+	case u < 1:
+		d = 100 * time.Millisecond
+	case u < 6:
+		d = 50 * time.Millisecond
+	case u < 16:
+		d = 20 * time.Millisecond
+	}
+	select {
+	case <-time.After(d):
+		return in, nil
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+func p99(t *testing.T, cc *grpc.ClientConn, calls int) time.Duration {
+	t.Helper()
+	lat := make([]time.Duration, calls)
+	for i := range lat {
+		start := time.Now()
+		out := new(wrapperspb.StringValue)
+		if err := cc.Invoke(t.Context(), methodUnary, wrapperspb.String(strconv.Itoa(i)), out); err != nil || out.GetValue() != strconv.Itoa(i) {
+			t.Fatalf("call %d: %q, %v", i, out.GetValue(), err)
+		}
+		lat[i] = time.Since(start)
+	}
+	slices.Sort(lat)
+	return lat[calls*99/100-1]
+}
+
+// grpc-java's example (3 attempts, hedging delay 1 s: p99 10,004 ms ->
+// 2,002 ms) reproduced at 1/100 scale in fake time: p99 100 ms without
+// hedging, 11 ms with it (a slow first copy, then a fast hedge sent at
+// 10 ms).
+func TestUnaryHedgeJavaExample(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &echoServer{unary: javaShape}
+		h, err := retry.NewHedger(retry.HedgeConfig{Delay: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := retry.Policy{MaxAttempts: 3}
+		plain := serveInBubble(t, s, grpc.WithDisableRetry())
+		hedged := serveInBubble(t, s, grpc.WithChainUnaryInterceptor(retrygrpc.UnaryHedgeInterceptor(p, h)), grpc.WithDisableRetry())
+		before, after := p99(t, plain, 1000), p99(t, hedged, 1000)
+		t.Logf("p99: %v without hedging, %v with", before, after)
+		if before != 100*time.Millisecond || after > 11*time.Millisecond {
+			t.Errorf("p99 %v without hedging, %v with; want 100ms and at most 11ms", before, after)
+		}
+	})
+}
+
+// Non-fatal codes send the next copy at once; a fatal code ends the call.
+// Every copy after the first carries grpc-previous-rpc-attempts.
+func TestUnaryHedgeCodes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, _ := retry.NewHedger(retry.HedgeConfig{Delay: 10 * time.Millisecond})
+		s := &echoServer{unary: func(ctx context.Context, n int, in string) (string, error) {
+			switch n {
+			case 1:
+				<-ctx.Done() // stuck until cancelled
+				return "", ctx.Err()
+			case 2:
+				return "", status.Error(codes.Unavailable, "try elsewhere")
+			}
+			time.Sleep(time.Millisecond)
+			return in, nil
+		}}
+		cc := serveInBubble(t, s, grpc.WithChainUnaryInterceptor(retrygrpc.UnaryHedgeInterceptor(retry.Policy{}, h)))
+		start := time.Now()
+		if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took != 11*time.Millisecond {
+			t.Errorf("call took %v, want 11ms: copy 2 at 10ms fails, copy 3 goes at once", took)
+		}
+		if got := s.Previous(); !slices.Equal(got, []string{"", "1", "2"}) {
+			t.Errorf("grpc-previous-rpc-attempts %q, want [\"\" 1 2]", got)
+		}
+
+		s2 := &echoServer{unary: func(ctx context.Context, n int, in string) (string, error) {
+			if n == 1 {
+				<-ctx.Done()
+				return "", ctx.Err()
+			}
+			return "", status.Error(codes.InvalidArgument, "bad")
+		}}
+		cc2 := serveInBubble(t, s2, grpc.WithChainUnaryInterceptor(retrygrpc.UnaryHedgeInterceptor(retry.Policy{}, h)))
+		start = time.Now()
+		_, err := callUnary(t.Context(), cc2, methodUnary)
+		if status.Code(err) != codes.InvalidArgument || time.Since(start) != 10*time.Millisecond || s2.Calls(methodUnary) != 2 {
+			t.Errorf("fatal code: %v after %v, %d copies; want InvalidArgument at 10ms, 2 copies", err, time.Since(start), s2.Calls(methodUnary))
+		}
+	})
+}
+
+// Pushback stops further hedges; methods left out by WithMethods are not
+// hedged.
+func TestUnaryHedgePushbackAndMethods(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, _ := retry.NewHedger(retry.HedgeConfig{Delay: 10 * time.Millisecond})
+		s := &echoServer{unary: func(ctx context.Context, n int, in string) (string, error) {
+			switch n {
+			case 1:
+				time.Sleep(50 * time.Millisecond)
+				return in, nil
+			case 2:
+				grpc.SetTrailer(ctx, metadata.Pairs("grpc-retry-pushback-ms", "1000"))
+				return "", status.Error(codes.Unavailable, "pushed back")
+			}
+			return in, nil
+		}}
+		ic := retrygrpc.UnaryHedgeInterceptor(retry.Policy{}, h, retrygrpc.WithMethods(methodUnary))
+		cc := serveInBubble(t, s, grpc.WithChainUnaryInterceptor(ic))
+		if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Calls(methodUnary); got != 2 {
+			t.Errorf("%d copies, want 2: no hedge after the pushback", got)
+		}
+		if _, err := callUnary(t.Context(), cc, methodOther); err != nil || s.Calls(methodOther) != 1 {
+			t.Errorf("other method: %v, %d calls; want 1, unhedged", err, s.Calls(methodOther))
+		}
+	})
+}

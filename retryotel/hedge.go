@@ -1,0 +1,56 @@
+package retryotel
+
+import (
+	"context"
+
+	"github.com/retrykit/retry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// WithHedger makes [NewTransport] hedge the requests that are safe to
+// send several times at once with h (see retryhttp.Transport.Hedge): each
+// copy is an attempt with its own client span, and the hedge metrics
+// count the copies. Nil, or no such option, means no hedging. Instrument
+// ignores it: pass the Hedger to retry.Hedge with the instrumented Policy.
+func WithHedger(h *retry.Hedger) Option {
+	return optionFunc(func(c *config) { c.h = h })
+}
+
+// hedgeCounters are the instruments of hedged calls (retry.Hedge).
+type hedgeCounters struct {
+	sent, won, refused metric.Int64Counter
+}
+
+func newHedgeCounters(m metric.Meter) hedgeCounters {
+	counter := func(name, desc string) metric.Int64Counter {
+		c, err := m.Int64Counter(name, metric.WithUnit("{hedge}"), metric.WithDescription(desc))
+		if handle(err); c == nil {
+			return noop.Int64Counter{}
+		}
+		return c
+	}
+	return hedgeCounters{
+		sent:    counter("retry.hedge.sent", "Hedges sent: copies of a call sent while an earlier copy was still in flight."),
+		won:     counter("retry.hedge.won", "Hedges that answered first: calls won by a copy other than the first sent."),
+		refused: counter("retry.hedge.refused", "Hedges not sent because a retry.Budget or retry.Throttle refused them."),
+	}
+}
+
+// observeHedge records the events of hedged calls, and adds a
+// "retry.hedge" span event for each hedge sent.
+func (o *observer) observeHedge(ctx context.Context, e retry.Event) {
+	switch e.Kind {
+	case retry.EventHedge:
+		o.hedges.sent.Add(ctx, 1, o.add...)
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			span.AddEvent("retry.hedge", trace.WithAttributes(attribute.Int("retry.attempt", e.Attempt)))
+		}
+	case retry.EventHedgeWon:
+		o.hedges.won.Add(ctx, 1, o.add...)
+	case retry.EventHedgeRefused:
+		o.hedges.refused.Add(ctx, 1, o.add...)
+	}
+}
