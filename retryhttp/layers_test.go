@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -148,5 +149,33 @@ func TestGiveUpReasonOfResponses(t *testing.T) {
 				t.Errorf("EventDone reasons %v, want [%v]", reasons, tc.want)
 			}
 		})
+	}
+}
+
+// Middleware's ResponseWriter keeps the capabilities of net/http's:
+// io.ReaderFrom (sendfile) too.
+func TestMiddlewareKeepsReaderFrom(t *testing.T) {
+	var ok bool
+	h := retryhttp.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, ok = w.(io.ReaderFrom)
+		if rf, isRF := w.(io.ReaderFrom); isRF {
+			rf.ReadFrom(strings.NewReader("hello"))
+		} else {
+			w.Write([]byte("hello"))
+		}
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "hello" || resp.StatusCode != 200 {
+		t.Fatalf("%d %q", resp.StatusCode, b)
+	}
+	if !ok {
+		t.Fatal("the ResponseWriter given to the handler lost io.ReaderFrom")
 	}
 }

@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"math/rand/v2"
 	"net/http"
 	"time"
 )
@@ -51,4 +52,21 @@ func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
 		d = 0
 	}
 	return d, true
+}
+
+// retryAfterJitter returns a uniform random 0..min(1 s, d/10).
+func retryAfterJitter(d time.Duration) time.Duration {
+	j := min(time.Second, d/10)
+	if j <= 0 {
+		return 0
+	}
+	return rand.N(j + 1)
+}
+
+// satAdd returns a + b for non-negative a and b, saturating at maxDuration.
+func satAdd(a, b time.Duration) time.Duration {
+	if a > maxDuration-b {
+		return maxDuration
+	}
+	return a + b
 }

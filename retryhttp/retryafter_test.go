@@ -153,3 +153,95 @@ func TestRetryAfterBeyondDeadline(t *testing.T) {
 		}
 	})
 }
+
+func TestHostileRetryAfterReturnsAtOnce(t *testing.T) {
+	s, srv := newScript(t, 503)
+	s.header = http.Header{"Retry-After": {"99999999"}}
+	c := client(t, &retryhttp.Transport{Policy: retry.Policy{MaxAttempts: 4}})
+	start := time.Now()
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if d := time.Since(start); d > 2*time.Second || s.n() != 1 || resp.StatusCode != 503 {
+		t.Fatalf("took %v, %d sends, status %d", d, s.n(), resp.StatusCode)
+	}
+}
+
+func TestRetryAfterPastDeadlineReturnsAtOnce(t *testing.T) {
+	s, srv := newScript(t, 429, 200)
+	s.header = http.Header{"Retry-After": {"30"}}
+	c := client(t, &retryhttp.Transport{Policy: fast})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if s.n() != 1 || resp.StatusCode != 429 {
+		t.Fatalf("%d sends, status %d", s.n(), resp.StatusCode)
+	}
+}
+
+func TestRetryAfterOnTheWire(t *testing.T) {
+	for _, v := range []string{"0", "Fri, 02 Jan 2004 03:04:05 GMT"} {
+		t.Run(v, func(t *testing.T) {
+			s, srv := newScript(t, 429, 200)
+			s.header = http.Header{"Retry-After": {v}}
+			c := client(t, &retryhttp.Transport{Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: 3}})
+			resp, err := c.Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if s.n() != 2 || resp.StatusCode != 200 || s.conns.Load() != 1 {
+				t.Fatalf("%d sends, status %d, %d conns", s.n(), resp.StatusCode, s.conns.Load())
+			}
+		})
+	}
+}
+
+// Item 4: a Retry-After beyond what a Duration holds is more than
+// MaxRetryAfter; no sum wraps around to an early retry.
+func TestRetryAfterOverflow(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		value string
+		max   time.Duration
+	}{
+		{"seconds past Duration", "9223372037", 0},
+		{"seconds far past Duration, huge max", "99999999999999999999", math.MaxInt64},
+		{"seconds just inside Duration, huge max", "9223372036", math.MaxInt64},
+		{"far-future date, huge max", "Fri, 31 Dec 9999 23:59:59 GMT", math.MaxInt64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The jitter added to a wait just inside a Duration overflows
+			// it only for some draws: try many.
+			for range 100 {
+				retryAfterOnce(t, tc.value, tc.max)
+			}
+		})
+	}
+}
+
+func retryAfterOnce(t *testing.T, value string, max time.Duration) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := &fakeRT{status: 503, retryAfter: func() string { return value }}
+		tr := &retryhttp.Transport{Base: rt, Policy: retry.Policy{Initial: retry.Immediate}, MaxRetryAfter: max}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://127.0.0.1/x", nil)
+		start := time.Now()
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 503 || len(rt.times) != 1 || time.Since(start) != 0 {
+			t.Fatalf("status %d after %d sends in %v; want the 503 at once", resp.StatusCode, len(rt.times), time.Since(start))
+		}
+	})
+}

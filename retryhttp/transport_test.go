@@ -1,7 +1,6 @@
 package retryhttp_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -92,159 +91,6 @@ func TestStatusSequence(t *testing.T) {
 	}
 }
 
-func TestNotRetried(t *testing.T) {
-	for _, code := range []int{400, 404, 501, 505, 511} {
-		t.Run(http.StatusText(code), func(t *testing.T) {
-			s, srv := newScript(t, code, 200)
-			c := client(t, &retryhttp.Transport{Policy: fast})
-			resp, err := c.Get(srv.URL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != code || s.n() != 1 {
-				t.Fatalf("status %d after %d sends; want %d after 1", resp.StatusCode, s.n(), code)
-			}
-		})
-	}
-}
-
-func TestGiveUpReturnsLastResponse(t *testing.T) {
-	s, srv := newScript(t, 500, 502, 504, 503)
-	s.header = http.Header{"X-Last": {"yes"}}
-	c := client(t, &retryhttp.Transport{Policy: fast})
-	resp, err := c.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 503 || string(body) != "status Service Unavailable" || resp.Header.Get("X-Last") != "yes" {
-		t.Fatalf("got %d %q %v", resp.StatusCode, body, resp.Header)
-	}
-	if s.n() != 4 || retryhttp.Attempts(resp) != 4 || !retryhttp.Exhausted(resp) {
-		t.Fatalf("sends %d attempts %d exhausted %v", s.n(), retryhttp.Attempts(resp), retryhttp.Exhausted(resp))
-	}
-	if n := s.conns.Load(); n != 1 {
-		t.Fatalf("%d connections; want 1", n)
-	}
-}
-
-func TestHostileRetryAfterReturnsAtOnce(t *testing.T) {
-	s, srv := newScript(t, 503)
-	s.header = http.Header{"Retry-After": {"99999999"}}
-	c := client(t, &retryhttp.Transport{Policy: retry.Policy{MaxAttempts: 4}})
-	start := time.Now()
-	resp, err := c.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if d := time.Since(start); d > 2*time.Second || s.n() != 1 || resp.StatusCode != 503 {
-		t.Fatalf("took %v, %d sends, status %d", d, s.n(), resp.StatusCode)
-	}
-}
-
-func TestRetryAfterPastDeadlineReturnsAtOnce(t *testing.T) {
-	s, srv := newScript(t, 429, 200)
-	s.header = http.Header{"Retry-After": {"30"}}
-	c := client(t, &retryhttp.Transport{Policy: fast})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if s.n() != 1 || resp.StatusCode != 429 {
-		t.Fatalf("%d sends, status %d", s.n(), resp.StatusCode)
-	}
-}
-
-func TestPOST(t *testing.T) {
-	t.Run("no key sent once", func(t *testing.T) {
-		s, srv := newScript(t, 503, 200)
-		c := client(t, &retryhttp.Transport{Policy: fast})
-		resp, err := c.Post(srv.URL, "text/plain", strings.NewReader("hello"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if s.n() != 1 || resp.StatusCode != 503 {
-			t.Fatalf("%d sends, status %d", s.n(), resp.StatusCode)
-		}
-	})
-	t.Run("no key 429 retried", func(t *testing.T) {
-		s, srv := newScript(t, 429, 200)
-		c := client(t, &retryhttp.Transport{Policy: fast})
-		resp, err := c.Post(srv.URL, "text/plain", strings.NewReader("hello"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if s.n() != 2 || resp.StatusCode != 200 {
-			t.Fatalf("%d sends, status %d", s.n(), resp.StatusCode)
-		}
-	})
-	for _, key := range []string{"Idempotency-Key", "X-Idempotency-Key"} {
-		t.Run(key, func(t *testing.T) {
-			s, srv := newScript(t, 503, 503, 200)
-			c := client(t, &retryhttp.Transport{Policy: fast})
-			req, _ := http.NewRequest("POST", srv.URL, bytes.NewReader([]byte("payload-123")))
-			req.Header.Set(key, "k1")
-			resp, err := c.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if s.n() != 3 || resp.StatusCode != 200 {
-				t.Fatalf("%d sends, status %d", s.n(), resp.StatusCode)
-			}
-			for i, b := range s.bodies {
-				if b != "payload-123" {
-					t.Fatalf("body %d = %q", i, b)
-				}
-			}
-		})
-	}
-}
-
-// onlyReader hides the concrete type so http.NewRequest sets no GetBody.
-type onlyReader struct{ io.Reader }
-
-func TestBodyWithoutGetBody(t *testing.T) {
-	t.Run("small buffered", func(t *testing.T) {
-		s, srv := newScript(t, 503, 200)
-		c := client(t, &retryhttp.Transport{Policy: fast, MaxBufferedBody: 16})
-		req, _ := http.NewRequest("PUT", srv.URL, onlyReader{strings.NewReader("0123456789abcdef")})
-		if req.GetBody != nil {
-			t.Fatal("GetBody set")
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if s.n() != 2 || s.bodies[0] != "0123456789abcdef" || s.bodies[1] != s.bodies[0] {
-			t.Fatalf("bodies %q", s.bodies)
-		}
-	})
-	t.Run("large sent once", func(t *testing.T) {
-		s, srv := newScript(t, 503, 200)
-		c := client(t, &retryhttp.Transport{Policy: fast, MaxBufferedBody: 16})
-		req, _ := http.NewRequest("PUT", srv.URL, onlyReader{strings.NewReader("0123456789abcdefX")})
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if s.n() != 1 || s.bodies[0] != "0123456789abcdefX" || resp.StatusCode != 503 {
-			t.Fatalf("bodies %q status %d", s.bodies, resp.StatusCode)
-		}
-	})
-}
-
 func TestCallerRequestNotMutated(t *testing.T) {
 	_, srv := newScript(t, 503, 503, 200)
 	c := client(t, &retryhttp.Transport{Policy: fast})
@@ -259,149 +105,6 @@ func TestCallerRequestNotMutated(t *testing.T) {
 	resp.Body.Close()
 	if len(req.Header) != len(before) || req.Header.Get("A") != "b" || req.Header.Get(retryhttp.HeaderAttempt) != "" || *req.URL != u {
 		t.Fatalf("request changed: %v %v", req.Header, req.URL)
-	}
-}
-
-func TestTransportErrors(t *testing.T) {
-	// A closed listener: connection refused, a dial error, retried even
-	// for POST.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	var events []retry.Event
-	p := fast
-	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-		if e.Kind == retry.EventRetry {
-			events = append(events, e)
-		}
-	})
-	c := client(t, &retryhttp.Transport{Policy: p})
-	_, err = c.Post("http://user:secret@"+addr+"/x?token=abc", "text/plain", strings.NewReader("b"))
-	var re *retry.Error
-	if !errors.As(err, &re) || re.Attempts != 4 || re.Reason != retry.ReasonAttempts {
-		t.Fatalf("err %v", err)
-	}
-	if len(events) != 3 {
-		t.Fatalf("%d events", len(events))
-	}
-	msg := events[0].Err.Error()
-	if !strings.Contains(msg, "POST") || !strings.Contains(msg, "token=xxx") || strings.Contains(msg, "secret") || strings.Contains(msg, "abc") || !strings.Contains(msg, "attempt 1") {
-		t.Fatalf("event message %q", msg)
-	}
-
-	t.Run("unsupported scheme", func(t *testing.T) {
-		c := client(t, &retryhttp.Transport{Policy: fast})
-		_, err := c.Get("ftp://127.0.0.1/")
-		if !errors.As(err, &re) || re.Attempts != 1 {
-			t.Fatalf("err %v", err)
-		}
-	})
-	t.Run("tls certificate", func(t *testing.T) {
-		var n atomic.Int32
-		srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { n.Add(1) }))
-		defer srv.Close()
-		srv.Config.ErrorLog = nil
-		c := client(t, &retryhttp.Transport{Policy: fast})
-		_, err := c.Get(srv.URL)
-		if !errors.As(err, &re) || re.Attempts != 1 {
-			t.Fatalf("err %v", err)
-		}
-	})
-	t.Run("reset retried", func(t *testing.T) {
-		var n atomic.Int32
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if n.Add(1) < 3 {
-				conn, _, _ := http.NewResponseController(w).Hijack()
-				conn.(*net.TCPConn).SetLinger(0)
-				conn.Close()
-				return
-			}
-			io.WriteString(w, "ok")
-		}))
-		defer srv.Close()
-		c := client(t, &retryhttp.Transport{Policy: fast})
-		resp, err := c.Get(srv.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if n.Load() != 3 {
-			t.Fatalf("%d sends", n.Load())
-		}
-	})
-}
-
-func TestContextCancelDuringWait(t *testing.T) {
-	s, srv := newScript(t, 503)
-	c := client(t, &retryhttp.Transport{Policy: retry.Policy{Initial: time.Hour, MaxDelay: time.Hour}})
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for s.n() == 0 {
-			time.Sleep(time.Millisecond)
-		}
-		time.Sleep(5 * time.Millisecond)
-		cancel()
-	}()
-	start := time.Now()
-	_, err := c.Do(req)
-	wg.Wait()
-	if !errors.Is(err, context.Canceled) || time.Since(start) > 5*time.Second || s.n() != 1 {
-		t.Fatalf("err %v after %v, %d sends", err, time.Since(start), s.n())
-	}
-}
-
-func TestAttemptTimeout(t *testing.T) {
-	var n atomic.Int32
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) == 1 {
-			select {
-			case <-r.Context().Done():
-			case <-release:
-			}
-			return
-		}
-		io.WriteString(w, strings.Repeat("x", 1000))
-	}))
-	defer srv.Close()
-	defer close(release)
-	p := fast
-	p.AttemptTimeout = 50 * time.Millisecond
-	c := client(t, &retryhttp.Transport{Policy: p})
-	resp, err := c.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(80 * time.Millisecond) // past the attempt timeout: body still readable
-	b, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || len(b) != 1000 || n.Load() != 2 {
-		t.Fatalf("read %d bytes, err %v, %d sends", len(b), err, n.Load())
-	}
-}
-
-func TestRetryAfterOnTheWire(t *testing.T) {
-	for _, v := range []string{"0", "Fri, 02 Jan 2004 03:04:05 GMT"} {
-		t.Run(v, func(t *testing.T) {
-			s, srv := newScript(t, 429, 200)
-			s.header = http.Header{"Retry-After": {v}}
-			c := client(t, &retryhttp.Transport{Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: 3}})
-			resp, err := c.Get(srv.URL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if s.n() != 2 || resp.StatusCode != 200 || s.conns.Load() != 1 {
-				t.Fatalf("%d sends, status %d, %d conns", s.n(), resp.StatusCode, s.conns.Load())
-			}
-		})
 	}
 }
 
@@ -443,4 +146,139 @@ func TestCallerAttemptHeaderNotSent(t *testing.T) {
 			t.Errorf("the caller's request was modified: Retry-Attempt %q", got)
 		}
 	}
+}
+
+// Issue 11: a success at the first attempt allocates nothing in the
+// Transport, alone or under http.Client.
+func TestSuccessAllocatesNothing(t *testing.T) {
+	rt := &okRT{resp: http.Response{StatusCode: 200, Body: http.NoBody}}
+	tr := &retryhttp.Transport{Base: rt}
+	req, _ := http.NewRequest("GET", "http://127.0.0.1/", nil)
+	if n := testing.AllocsPerRun(1000, func() { tr.RoundTrip(req) }); n != 0 {
+		t.Errorf("RoundTrip: %v allocations; want 0", n)
+	}
+	do := func(c *http.Client) float64 {
+		return testing.AllocsPerRun(1000, func() {
+			resp, _ := c.Do(req)
+			resp.Body.Close()
+		})
+	}
+	if bare, with := do(&http.Client{Transport: rt}), do(&http.Client{Transport: tr}); with != bare {
+		t.Errorf("http.Client.Do: %v allocations through the Transport, %v without", with, bare)
+	}
+}
+
+// An invalid policy sends nothing, on the allocation-free path too, and
+// the Transport does not remember a verdict across Transports.
+func TestInvalidPolicySendsNothing(t *testing.T) {
+	var n atomic.Int32
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		n.Add(1)
+		return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+	})
+	for _, p := range []retry.Policy{{Initial: -5}, {MaxAttempts: -7}, {Initial: time.Minute, MaxDelay: time.Second}} {
+		tr := &retryhttp.Transport{Base: base, Policy: p}
+		req, _ := http.NewRequest("GET", "http://127.0.0.1/x", nil)
+		if _, err := tr.RoundTrip(req); !errors.Is(err, retry.ErrInvalidPolicy) || n.Load() != 0 {
+			t.Fatalf("%+v: err %v after %d sends", p, err, n.Load())
+		}
+	}
+	tr := &retryhttp.Transport{Base: base}
+	req, _ := http.NewRequest("GET", "http://127.0.0.1/x", nil)
+	if resp, err := tr.RoundTrip(req); err != nil || resp.StatusCode != 200 || n.Load() != 1 {
+		t.Fatalf("valid policy: err %v after %d sends", err, n.Load())
+	}
+}
+
+// A Transport whose policy is plain but for an Observer makes the first
+// attempt itself, as it does without one: the Observer sees the same
+// events, in the same order, as when the loop makes every attempt (here
+// forced by a time budget), each attempt once; and a success at the first
+// attempt allocates nothing more than without an Observer.
+func TestObservedFirstAttempt(t *testing.T) {
+	type seen struct {
+		kind     retry.EventKind
+		attempt  int
+		max      int
+		hasErr   bool
+		ctxIsReq bool
+	}
+	for _, statuses := range [][]int{{200}, {503, 200}, {503, 503, 404}, {503, 503, 503, 503}, {0, 200}, {0, 0, 0, 0}} {
+		run := func(p retry.Policy) ([]seen, int) {
+			var events []seen
+			var reqCtx context.Context
+			p.Observer = retry.ObserverFunc(func(ctx context.Context, e retry.Event) {
+				events = append(events, seen{e.Kind, e.Attempt, e.MaxAttempts, e.Err != nil,
+					ctx.Value(ctxKey{}) == reqCtx.Value(ctxKey{})})
+			})
+			n := 0
+			tr := &retryhttp.Transport{Policy: p, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				n++
+				if s := statuses[min(n, len(statuses))-1]; s != 0 {
+					return &http.Response{StatusCode: s, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+				}
+				return nil, errors.New("connection reset")
+			})}
+			reqCtx = context.WithValue(t.Context(), ctxKey{}, new(int))
+			req, _ := http.NewRequestWithContext(reqCtx, "GET", "http://127.0.0.1/x", nil)
+			if resp, err := tr.RoundTrip(req); err == nil {
+				resp.Body.Close()
+			}
+			return events, n
+		}
+		fast, nFast := run(retry.Policy{Initial: retry.Immediate})
+		slow, nSlow := run(retry.Policy{Initial: retry.Immediate, MaxElapsed: time.Hour})
+		if !slices.Equal(fast, slow) || nFast != nSlow {
+			t.Errorf("statuses %v: the observer saw\n%v (%d sends) on the first-attempt path,\n%v (%d sends) through the loop",
+				statuses, fast, nFast, slow, nSlow)
+		}
+		for i, e := range fast {
+			if e.kind == retry.EventAttempt && slices.ContainsFunc(fast[:i], func(f seen) bool { return f.kind == e.kind && f.attempt == e.attempt }) {
+				t.Errorf("statuses %v: attempt %d reported twice: %v", statuses, e.attempt, fast)
+			}
+		}
+	}
+
+	rt := &okRT{resp: http.Response{StatusCode: 200, Body: http.NoBody}}
+	var events int
+	tr := &retryhttp.Transport{Base: rt, Policy: retry.Policy{Observer: retry.ObserverFunc(func(context.Context, retry.Event) { events++ })}}
+	req, _ := http.NewRequest("GET", "http://127.0.0.1/", nil)
+	if n := testing.AllocsPerRun(1000, func() { tr.RoundTrip(req) }); n != 0 {
+		t.Errorf("RoundTrip with an Observer: %v allocations; want 0", n)
+	}
+	if events != 2*1001 {
+		t.Errorf("%d events for 1001 calls; want an attempt and a done each", events)
+	}
+}
+
+type ctxKey struct{}
+
+// A http.Client's CloseIdleConnections reaches its transport only through
+// a CloseIdleConnections method: the Transport must pass it on to Base.
+type idleRT struct {
+	http.RoundTripper
+	closed atomic.Int32
+}
+
+func (r *idleRT) CloseIdleConnections() { r.closed.Add(1) }
+
+func TestCloseIdleConnectionsReachesBase(t *testing.T) {
+	base := &idleRT{RoundTripper: http.DefaultTransport}
+	c := &http.Client{Transport: &retryhttp.Transport{Base: base}}
+	c.CloseIdleConnections()
+	if base.closed.Load() != 1 {
+		t.Fatal("http.Client.CloseIdleConnections did not reach Base: idle connections leak")
+	}
+	// And through Base's own default.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	own := &http.Transport{}
+	c = &http.Client{Transport: &retryhttp.Transport{Base: own}}
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	c.CloseIdleConnections()
 }

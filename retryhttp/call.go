@@ -1,0 +1,318 @@
+package retryhttp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/retrykit/retry"
+)
+
+// call is the state of one RoundTrip.
+type call struct {
+	t          *Transport
+	req        *http.Request   // the caller's request, never modified
+	ctx        context.Context // req.Context()
+	base       http.RoundTripper
+	idem       bool           // method idempotent, idempotency key, or RetryNonIdempotent
+	replayable bool           // the body can be sent again: none, GetBody or buffered
+	buffered   bool           // buf holds the whole body (no GetBody)
+	stream     bool           // too large to buffer: buf is its prefix, sent once
+	bodyUsed   bool           // the caller's body was handed to base or closed
+	exhaust    bool           // the last response says "already retried below"
+	replay     bool           // the loop's next call of attempt returns firstResp, firstErr and sends nothing
+	buf        []byte         // buffered body or prefix of a streamed one
+	n          int            // attempts sent (base.RoundTrip called)
+	last       *http.Response // last retryable response, still open or buffered
+	firstResp  *http.Response // result of the attempt made before the loop
+	firstErr   error
+	observer   retry.Observer // the policy's own Observer
+
+	// attempt1Seen: RoundTrip already reported the first attempt to the
+	// policy's Observer before the loop took it over.
+	attempt1Seen bool
+	// pending: the loop's EventAttempt, held back under an AttemptTimeout
+	// until tryTimed has the attempt's own context to report it with, as
+	// retry.Do reports it (see flushAttempt).
+	pending    retry.Event
+	hasPending bool
+	// start: when the loop started, with a MaxElapsed (see try).
+	start time.Time
+	// loopN: the number of the loop's current attempt (Event.Attempt of
+	// its last EventAttempt or EventThrottled), for mayRetry.
+	loopN int
+}
+
+// loop runs the retry loop of c and turns its outcome into RoundTrip's.
+func (c *call) loop(ctx context.Context) (*http.Response, error) {
+	// The attempt timeout is applied by attempt rather than by retry.Do,
+	// whose per-attempt context would end before the caller reads the body.
+	p := c.t.Policy
+	p.AttemptTimeout = 0
+	if p.MaxElapsed > 0 {
+		c.start = time.Now() // for the attempt timeout, which try applies
+	}
+	// The call watches the loop's events (passing them on to the policy's
+	// Observer) to release a response that release had to leave open as
+	// soon as the loop has decided to retry it.
+	c.observer, p.Observer = p.Observer, c
+	resp, err := retry.DoValue(ctx, p, c.attempt)
+	if err == nil {
+		return c.mark(resp, false), nil
+	}
+	if !c.bodyUsed && c.req.Body != nil {
+		c.req.Body.Close()
+	}
+	var re *retry.Error
+	errors.As(err, &re)
+	if c.last != nil && (re == nil || re.Reason != retry.ReasonContext || c.exhaust) {
+		// Gave up after a retryable status (perhaps followed by attempts a
+		// Throttle rejected, or by a GetBody that failed): hand back the
+		// server's last answer. One that a lower layer marked exhausted
+		// is returned even if the context ended as it arrived: it was
+		// never to be retried.
+		exhausted := c.n > 1 || c.exhaust || re != nil && re.Reason != retry.ReasonPermanent
+		if exhausted {
+			markTracker(c.ctx)
+		}
+		return c.mark(c.last, exhausted), nil
+	}
+	if c.last != nil {
+		discard(c.last)
+		c.last = nil
+	}
+	if re != nil && re.Reason != retry.ReasonPermanent &&
+		(re.Reason != retry.ReasonContext || c.n > 1 && errors.Is(re.Cause, context.DeadlineExceeded)) {
+		// Gave up, or retried until the request's deadline (a handler's
+		// time budget for its call) ended it: either way the layers above
+		// must not retry again. A call cancelled, or cut in its first
+		// attempt, was not retried here. The context's own error (Cause)
+		// decides, not the last attempt's: a transport timeout (one that
+		// matches context.DeadlineExceeded through its Is method) followed
+		// by a cancellation is a cancelled call.
+		markTracker(c.ctx)
+	}
+	return nil, err
+}
+
+// Observe passes e on to the policy's own Observer and, when the loop is
+// about to wait before a retry, closes the body of the previous response if
+// release left it open (a body longer than maxDrain), so that its
+// connection is freed before the wait; the response stays the last answer
+// (a Throttle may still reject every attempt left), with a body that ends
+// in errReleased.
+func (c *call) Observe(ctx context.Context, e retry.Event) {
+	if e.Kind == retry.EventAttempt || e.Kind == retry.EventThrottled {
+		c.loopN = e.Attempt
+	}
+	if c.attempt1Seen && e.Kind == retry.EventAttempt && e.Attempt == 1 {
+		c.attempt1Seen = false // reported once already, by RoundTrip
+	} else if e.Kind == retry.EventAttempt && c.observer != nil && c.t.Policy.AttemptTimeout > 0 {
+		c.pending, c.hasPending = e, true // reported by try with the attempt's context
+	} else if c.observer != nil {
+		c.observer.Observe(ctx, e)
+	}
+	if e.Kind == retry.EventRetry && c.last != nil && c.last.Body != nil && c.last.Body != http.NoBody {
+		if pb, open := c.last.Body.(*prefixBody); open || c.last.ContentLength > maxDrain {
+			// Its connection cannot be reused: close it without reading
+			// more, which a server stalling the body would turn into a
+			// wait with no bound. The response itself (status, header,
+			// the bytes already read) stays the loop's last answer, in
+			// case a Throttle rejects every attempt that remains; its
+			// body then ends with errReleased rather than a silent EOF.
+			c.last.Body.Close()
+			prefix := bytes.NewReader(nil)
+			if open {
+				prefix = pb.prefix
+			}
+			c.last.Body = &readBody{r: prefix, err: errReleased}
+		}
+	}
+}
+
+// replayCtx is the caller's context as the retry loop sees it when
+// RoundTrip made the first attempt before the loop started. Until the loop
+// has taken that attempt's result, Err reports nil, so that the loop
+// records the attempt before it looks at the context, as it does for an
+// attempt it makes itself; everything else is the caller's context.
+type replayCtx struct {
+	context.Context
+	c *call
+}
+
+func (x *replayCtx) Err() error {
+	if x.c.replay {
+		return nil
+	}
+	return x.Context.Err()
+}
+
+// attempt is the operation handed to retry.DoValue. It ignores the loop's
+// context, which is the request's (possibly seen through a replayCtx).
+func (c *call) attempt(context.Context) (*http.Response, error) {
+	if c.replay {
+		c.replay = false
+		resp, err := c.firstResp, c.firstErr
+		c.firstResp, c.firstErr = nil, nil
+		return resp, err
+	}
+	return c.try()
+}
+
+// try sends one attempt and judges its outcome.
+func (c *call) try() (*http.Response, error) {
+	// The body comes first, so that a failing GetBody leaves the previous
+	// response in place, to be returned when the loop gives up.
+	var body io.ReadCloser
+	switch {
+	case c.n > 0 && !c.replayable:
+		// Unreachable: every outcome of an attempt that cannot be sent
+		// again is permanent.
+		return nil, retry.Permanent(errors.New("retryhttp: request body cannot be sent again"))
+	case c.buffered:
+		body = http.NoBody
+		if len(c.buf) > 0 {
+			body = io.NopCloser(bytes.NewReader(c.buf))
+		}
+	case c.stream:
+		body = c.streamBody()
+	case c.req.Body == nil || c.req.Body == http.NoBody:
+	case c.n == 0:
+		body = c.req.Body // the caller's body goes with the first attempt
+	default:
+		b, err := c.req.GetBody()
+		if err != nil {
+			if c.last != nil && released(c.last) {
+				// As documented: a response whose body was closed
+				// before the wait is not returned after GetBody fails.
+				c.last = nil
+			}
+			c.flushAttempt(c.ctx)
+			return nil, retry.Permanent(&getBodyError{err})
+		}
+		body = b
+	}
+	if c.last != nil {
+		// A retry is happening: release the previous response.
+		discard(c.last)
+		c.last = nil
+	}
+	c.n++
+	if c.req.Body != nil && !c.buffered {
+		c.bodyUsed = true
+	}
+	if d := c.t.Policy.AttemptTimeout; d > 0 {
+		if me := c.t.Policy.MaxElapsed; me > 0 {
+			// As in retry.Do, the attempt ends where the time budget does.
+			d = min(d, max(me-time.Since(c.start), 1))
+		}
+		return c.tryTimed(d, body)
+	}
+	r := c.req
+	if c.n > 1 || c.buffered || c.stream {
+		r = c.prepare(c.ctx, body)
+	}
+	resp, err := c.base.RoundTrip(r)
+	if err == nil && resp == nil {
+		err = errNilResponse
+	}
+	if err != nil {
+		return nil, c.classify(r, err)
+	}
+	return c.judge(r, resp)
+}
+
+// judge decides what the loop sees for a response to request r.
+func (c *call) judge(r *http.Request, resp *http.Response) (*http.Response, error) {
+	if !c.t.retryStatus(resp.StatusCode) {
+		return resp, nil
+	}
+	c.last = resp
+	e := &statusError{resp: resp, method: r.Method, url: r.URL, attempt: c.n}
+	if Exhausted(resp) {
+		// Already retried to exhaustion below: do not retry again. The
+		// loop reports it as it reports an inner loop's error
+		// (ReasonExhausted), unless the policy would retry that.
+		c.exhaust = true
+		if c.t.Policy.RetryExhausted {
+			return resp, retry.Permanent(e)
+		}
+		return resp, exhaustedError{e}
+	}
+	if !c.replayable || !c.idem && resp.StatusCode != http.StatusTooManyRequests {
+		// Not retried, but still an answer from the server: the loop
+		// accounts it (a 429 or 503 is a rejection for a Throttle).
+		return resp, retry.Permanent(e)
+	}
+	var err error = e
+	if max := c.t.maxRetryAfter(); max > 0 {
+		if v := resp.Header.Get("Retry-After"); v != "" {
+			if d, ok := ParseRetryAfter(v, time.Now()); ok {
+				if (d > max || d == maxDuration) && c.mayRetry() {
+					// The server asks for more than we honour (or than a
+					// Duration holds): give its answer to the caller now.
+					// At the last attempt the attempt limit ends the
+					// loop anyway, and is what it reports.
+					return resp, retry.Permanent(e)
+				}
+				err = retry.After(e, satAdd(d, retryAfterJitter(d)))
+			}
+		}
+	}
+	if c.mayRetry() {
+		release(resp)
+	}
+	return resp, err
+}
+
+// mayRetry reports whether the policy's attempt limit leaves room for
+// another attempt after the current one: the loop's attempts, those a
+// Throttle rejected included (loopN), or the c.n sent if more. Other stop
+// rules may still end the loop.
+func (c *call) mayRetry() bool {
+	m := c.t.Policy.MaxAttempts
+	if m == 0 {
+		m = retry.DefaultMaxAttempts
+	}
+	return m == retry.Unlimited || max(c.n, c.loopN) < m
+}
+
+// prepare makes the request for an attempt other than a plain first one:
+// a clone with ctx, body, and on a retry the attempt header.
+func (c *call) prepare(ctx context.Context, body io.ReadCloser) *http.Request {
+	r := c.req.Clone(ctx)
+	// The caller's body may fill in the request's Trailer while it is read
+	// (see http.Request.Trailer): send the caller's map, which net/http only
+	// reads, not a copy taken before those values are set.
+	r.Trailer = c.req.Trailer
+	if c.n > 1 {
+		if r.Header == nil {
+			r.Header = make(http.Header, 1)
+		}
+		r.Header.Set(HeaderAttempt, strconv.Itoa(c.n))
+	}
+	if c.buffered || c.stream {
+		r.GetBody = nil
+	}
+	if body != nil {
+		r.Body = body
+	}
+	return r
+}
+
+// classify turns a transport error into what the retry loop should see.
+func (c *call) classify(r *http.Request, err error) error {
+	e := &attemptError{method: r.Method, url: r.URL, attempt: c.n, err: err}
+	if !c.replayable || !c.idem && !notSent(err) {
+		return retry.Permanent(e)
+	}
+	if c.ctx.Err() != nil || transient(err) {
+		// Context errors: the loop stops on the caller's own context.
+		return e
+	}
+	return retry.Permanent(e)
+}
