@@ -32,7 +32,10 @@ type ThrottleConfig struct {
 	// Window is how long requests and accepts are remembered, kept in 10
 	// slots of Window/10 (an event is forgotten between 0.9 × Window and
 	// Window after it happened). Zero means DefaultThrottleWindow (2 min);
-	// values below 1 ms are invalid.
+	// values below 1 ms are invalid. After an outage in which nothing was
+	// accepted, the share of attempts let through grows by about K per
+	// Window, so a total outage is followed by several windows of little
+	// traffic: a window of seconds recovers sooner.
 	Window time.Duration
 
 	// Accepted says whether an attempt that failed with err was accepted by
