@@ -1,17 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/retrykit/retry/sim"
 )
 
 // openRows runs `retry simulate args... --format json` and decodes its rows.
@@ -128,71 +122,6 @@ func TestSimulateOpenFleet(t *testing.T) {
 	}
 }
 
-func TestSimulateOpenSweep(t *testing.T) {
-	dir := t.TempDir()
-	png := filepath.Join(dir, "phase.png")
-	out, _, err := simulate(t, "--scenario", "bronson", "--duration", "200s", "--compare", "plain,no-retry",
-		"--sweep", "trigger-capacity=0.2:0.8:0.6,trigger-for=2s:10s:8s", "--format", "json", "--out", png)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows []map[string]any
-	if err := json.Unmarshal([]byte(out), &rows); err != nil {
-		t.Fatal(err)
-	}
-	if len(rows) != 8 {
-		t.Fatalf("%d rows, want 2 strategies × 2 × 2 cells", len(rows))
-	}
-	// plain: stuck but for a short, shallow trigger.
-	for _, r := range rows[:4] {
-		shallow := r["x_value"] == 0.8 && r["y_value"] == 2.0
-		if r["recovered"] != shallow {
-			t.Errorf("plain cell %v", r)
-		}
-	}
-	if b, err := os.ReadFile(png); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
-		t.Errorf("phase plot: %v, %d bytes", err, len(b))
-	}
-	table, _, err := simulate(t, "--scenario", "bronson", "--duration", "200s",
-		"--sweep", "trigger-capacity=0.2:0.8:0.6,trigger-for=2s:10s:8s")
-	if err != nil || !strings.Contains(table, "stuck") || !strings.Contains(table, "0.8") {
-		t.Errorf("table %v:\n%s", err, table)
-	}
-}
-
-func TestSimulateOpenCSV(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s.csv")
-	if _, _, err := simulate(t, "--scenario", "bronson", "--duration", "100s", "--compare", "plain,no-retry", "--csv", path); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) != 101 || !strings.HasPrefix(lines[0], "time_s,plain_arrivals,plain_sent,") ||
-		!strings.HasPrefix(lines[6], "5,280,280,0,0,280,280,0,0,280,") {
-		t.Errorf("%d lines:\n%s\n%s", len(lines), lines[0], lines[6])
-	}
-	if _, _, err := simulate(t, "--scenario", "bronson", "--csv", path, "--sweep", "rate=100:200:100,trigger-for=1s:2s:1s"); err == nil ||
-		!strings.Contains(err.Error(), "--csv writes a time series") {
-		t.Errorf("--csv with --sweep: %v", err)
-	}
-}
-
-func TestSimulateOpenPlot(t *testing.T) {
-	dir := t.TempDir()
-	for _, name := range []string{"t.png", "t.svg"} {
-		path := filepath.Join(dir, name)
-		if _, _, err := simulate(t, "--scenario", "bronson", "--duration", "120s", "--compare", "plain,budget", "--out", path); err != nil {
-			t.Fatal(err)
-		}
-		if fi, err := os.Stat(path); err != nil || fi.Size() < 1000 {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
-}
-
 // Bad input is refused with the usage status and one line naming it.
 func TestSimulateOpenBadInput(t *testing.T) {
 	for _, c := range []struct {
@@ -228,21 +157,6 @@ func TestSimulateOpenBadInput(t *testing.T) {
 		if !errors.As(err, &ec) || ec.ExitCode() != exitUsage || !strings.Contains(err.Error(), c.want) ||
 			strings.Contains(err.Error(), "\n") {
 			t.Errorf("%v: %q, want status %d and one line with %q", c.args, err, exitUsage, c.want)
-		}
-	}
-}
-
-// BenchmarkSimulateOpenSweep times a phase-diagram sweep of the Huang
-// scenario: 3 × 3 cells of trigger capacity and length, plain retries.
-func BenchmarkSimulateOpenSweep(b *testing.B) {
-	sw, err := parseSweep("trigger-capacity=0.3:0.5:0.1,trigger-for=5s:15s:5s")
-	if err != nil {
-		b.Fatal(err)
-	}
-	s := sim.Huang()
-	for b.Loop() {
-		if _, err := sw.run(context.Background(), []string{"plain"}, []sim.OpenScenario{s}); err != nil {
-			b.Fatal(err)
 		}
 	}
 }

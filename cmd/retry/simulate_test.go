@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/creack/pty"
 )
 
 // simulate runs `retry simulate args...` in-process.
@@ -23,56 +21,6 @@ func simulate(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	cmd.SetArgs(args)
 	err = cmd.Execute()
 	return o.String(), e.String(), err
-}
-
-func TestSimulateTable(t *testing.T) {
-	out, _, err := simulate(t, "--clients", "2000", "--capacity", "50", "--outage", "5s", "--attempts", "-1",
-		"--compare", "none,full,equal,decorrelated,additive")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-	if len(lines) != 6 {
-		t.Fatalf("want a header and 5 rows, got:\n%s", out)
-	}
-	for i, name := range []string{"strategy", "none", "full", "equal", "decorrelated", "additive"} {
-		if f := strings.Fields(lines[i]); f[0] != name {
-			t.Errorf("line %d starts %q, want %q", i, f[0], name)
-		}
-		if len(lines[i]) != len(lines[0]) {
-			t.Errorf("line %d is %d wide, header %d: not aligned", i, len(lines[i]), len(lines[0]))
-		}
-	}
-	t.Log("\n" + out)
-}
-
-func TestSimulateJSON(t *testing.T) {
-	out, _, err := simulate(t, "--model", "contention", "--clients", "100", "--trials", "20", "--initial", "10ms",
-		"--max-delay", "2s", "--attempts", "-1", "--compare", "full,none", "--format", "json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows []map[string]any
-	if err := json.Unmarshal([]byte(out), &rows); err != nil {
-		t.Fatalf("%v in:\n%s", err, out)
-	}
-	if len(rows) != 2 {
-		t.Fatalf("%d rows, want 2", len(rows))
-	}
-	for _, k := range []string{"strategy", "clients", "trials", "requests", "succeeded", "gave_up",
-		"completion_p50_ms", "completion_p99_ms", "completion_max_ms", "peak_load"} {
-		if _, ok := rows[0][k]; !ok {
-			t.Errorf("key %q missing from %v", k, rows[0])
-		}
-	}
-	full, none := rows[0], rows[1]
-	if full["strategy"] != "full" || full["clients"] != 100.0 || full["trials"] != 20.0 || full["succeeded"] != 100.0 {
-		t.Errorf("full row %v", full)
-	}
-	if !(full["requests"].(float64) < none["requests"].(float64)/2) ||
-		!(5*full["completion_max_ms"].(float64) < none["completion_max_ms"].(float64)) {
-		t.Errorf("full %v vs none %v: want under half the work and over 5x sooner", full, none)
-	}
 }
 
 func TestSimulateFiles(t *testing.T) {
@@ -213,22 +161,6 @@ func TestSimulateFleet(t *testing.T) {
 	t.Logf("retries from 100 processes: local budgets %v, one shared budget %v", retries["local"], retries["shared"])
 }
 
-func TestParseMaxMemory(t *testing.T) {
-	for in, want := range map[string]int64{"512MiB": 512 << 20, "4GiB": 4 << 30, "2G": 2 << 30, "1000": 1000, "1.5KiB": 1536, "none": -1} {
-		if got, err := parseMaxMemory(in); err != nil || got != want {
-			t.Errorf("parseMaxMemory(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"-1GiB", "0", "4XB", "GiB", "lots", "Inf", "NaN"} {
-		if _, err := parseMaxMemory(in); err == nil {
-			t.Errorf("parseMaxMemory(%q) accepted", in)
-		}
-	}
-	if got, err := parseMaxMemory(""); err != nil || got <= 0 || got > 4<<30 {
-		t.Errorf("default %v, %v", got, err)
-	}
-}
-
 func TestParseStrategy(t *testing.T) {
 	for in, want := range map[string]string{
 		"none": "none", "full": "full", "equal": "equal", "decorrelated": "decorrelated",
@@ -243,104 +175,6 @@ func TestParseStrategy(t *testing.T) {
 		if _, err := parseStrategy(in); err == nil {
 			t.Errorf("parseStrategy(%q) accepted", in)
 		}
-	}
-}
-
-// The progress bar is drawn only on a terminal, and only after a second.
-func TestProgressBar(t *testing.T) {
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		if os.Getenv("RETRYKIT_REQUIRE_PTY") == "1" { // as openPTY of the package's external tests
-			t.Fatalf("no pty: %v (RETRYKIT_REQUIRE_PTY=1 makes the terminal tests required)", err)
-		}
-		t.Skipf("no pty: %v", err)
-	}
-	defer ptmx.Close()
-	defer tty.Close()
-	p := newProgress(tty, 100)
-	if !p.on {
-		t.Fatal("a pty is not seen as a terminal")
-	}
-	p.update(10) // under a second: nothing
-	if p.shown {
-		t.Fatal("bar drawn before a second had passed")
-	}
-	p.start = p.start.Add(-2 * time.Second)
-	p.update(50)
-	p.clear()
-	buf := make([]byte, 256)
-	n, _ := ptmx.Read(buf)
-	if got := string(buf[:n]); !strings.Contains(got, "simulating [###############...............]  50%") {
-		t.Errorf("bar %q", got)
-	}
-	var b bytes.Buffer
-	if q := newProgress(&b, 100); q.on {
-		t.Error("a buffer is seen as a terminal")
-	}
-}
-
-// FuzzParseMaxMemory: --max-memory never panics and yields a positive
-// limit, "no limit" (-1) or an error.
-func FuzzParseMaxMemory(f *testing.F) {
-	for _, s := range []string{"", "none", "4GiB", "512MiB", "1.5K", "0", "-1", "1e30T", "NaNGiB", "Inf", "GiB", "4XB", "9223372036854775807"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		v, err := parseMaxMemory(s)
-		if err == nil && v <= 0 && v != -1 {
-			t.Fatalf("parseMaxMemory(%q) = %d, nil", s, v)
-		}
-		if err != nil && (err.Error() == "" || strings.Contains(err.Error(), "\n")) {
-			t.Fatalf("parseMaxMemory(%q): error %q", s, err)
-		}
-	})
-}
-
-// The default --max-memory respects a container's memory limit (its
-// cgroup), not only the host's MemAvailable, which a container sees whole.
-func TestCgroupAvailable(t *testing.T) {
-	write := func(dir, name, v string) {
-		os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755)
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	v2 := t.TempDir()
-	write(v2, "memory.max", "1073741824\n")
-	write(v2, "memory.current", "73741824\n")
-	if got, ok := cgroupAvailable(v2); !ok || got != 1_000_000_000 {
-		t.Errorf("v2: %d, %v; want 1e9", got, ok)
-	}
-	write(v2, "memory.max", "max\n")
-	if _, ok := cgroupAvailable(v2); ok {
-		t.Error("v2 without a limit read as one")
-	}
-	v1 := t.TempDir()
-	write(v1, "memory/memory.limit_in_bytes", "536870912\n")
-	write(v1, "memory/memory.usage_in_bytes", "36870912\n")
-	if got, ok := cgroupAvailable(v1); !ok || got != 500_000_000 {
-		t.Errorf("v1: %d, %v; want 5e8", got, ok)
-	}
-	write(v1, "memory/memory.limit_in_bytes", "9223372036854771712\n")
-	if _, ok := cgroupAvailable(v1); ok {
-		t.Error("v1 without a limit read as one")
-	}
-	if _, ok := cgroupAvailable(t.TempDir()); ok {
-		t.Error("no cgroup files read as a limit")
-	}
-	// The page cache counts in the usage; its inactive part is given back
-	// on demand, so it is not taken as used.
-	write(v2, "memory.max", "2147483648\n")
-	write(v2, "memory.current", "2139095040\n") // 2 GiB - 8 MiB
-	write(v2, "memory.stat", "anon 100\ninactive_file 1610612736\nactive_file 5\n")
-	if got, ok := cgroupAvailable(v2); !ok || got != 2147483648-2139095040+1610612736 {
-		t.Errorf("v2 with page cache: %d, %v; want the limit less the working set", got, ok)
-	}
-	// A usage over the limit says nothing usable: left to MemAvailable.
-	write(v2, "memory.current", "2147500000\n")
-	write(v2, "memory.stat", "anon 100\n")
-	if got, ok := cgroupAvailable(v2); ok {
-		t.Errorf("v2 with usage over the limit read as %d available", got)
 	}
 }
 
