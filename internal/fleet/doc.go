@@ -92,6 +92,10 @@
 // fleet grants well under the bound (W = 50 ms: 29 % of it; 200 ms: 64–66 %); with windows of 2 s and 10 s the
 // long runs reached 94–97 % of it.
 //
+// Before its first sync answers, a shared Budget holds a lease of 0 (rule 2 with lease 0: Ratio × its own
+// first attempts): deciding locally, each process that starts with the others would spend a reserve R of its
+// own that no other process sees (`TestFirstSyncLateWithinBound`). A first sync that fails is a fault, below.
+//
 // Faults. When a sync fails, the process decides locally (its own full reserve R) until a sync succeeds again:
 // during an outage of the store the fleet is bounded as P local budgets are (the floor times P), never worse,
 // and each process whose sync failed adds at most its own R plus the floor over the episode to the bound (the

@@ -176,6 +176,7 @@ type Engine struct {
 	life               time.Duration // how long a lease holds (see leaseLife), at most a day
 	lease              retry.FleetLease
 	leased             bool    // lease is in force: the last sync succeeded
+	pending            bool    // the first sync has not ended: the Budget holds a lease of 0 (see start)
 	askedAt            int64   // FleetAsked as of the last successful sync
 	asked              int64   // FleetAsked as read for the current sync
 	demand, demandNext float64 // retries asked per sync, decayed (see leaseArgs)
@@ -199,8 +200,10 @@ type Engine struct {
 // slots is the number of slots of a window (as in the core).
 const slots = 10
 
-// StartBudget starts syncing b under cfg.Prefix. The Budget stays local
-// until the first sync succeeds.
+// StartBudget starts syncing b under cfg.Prefix. Until the first sync
+// answers, b grants retries only from Ratio × the first attempts it counts
+// from now (the floor is the fleet's, leased by the store); if that sync
+// fails, b decides locally until one succeeds.
 func StartBudget(cfg Config, s Store, b *retry.Budget) (*Engine, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%s: nil *retry.Budget", cfg.Name)
@@ -254,6 +257,15 @@ func start(cfg Config, s Store, c counter, kind string, window time.Duration, ob
 		// its lease does not cover once the lease has ended.
 		e.life = min(leaseLife(cfg), 24*time.Hour)
 		e.askedAt = b.FleetAsked()
+		// Until the first sync answers, the Budget grants only Ratio × its
+		// own first attempts: deciding locally, with its own full reserve,
+		// every process that starts with the others (a rollout, pods added
+		// during an incident) would spend a floor of its own before the
+		// store had leased it anything. A first sync that fails makes it
+		// local (a fault, as any failed sync).
+		b.SetFleet(0, 0, retry.FleetLease{FirstAttempts: e.pushedA, Granted: e.pushedB,
+			Until: e.lastOK.Add(max(cfg.Timeout, rejoinTimeout) + cfg.Interval)})
+		e.pending = true
 	}
 	go e.run()
 	return e, nil
@@ -384,8 +396,10 @@ func (e *Engine) syncOnce() {
 		if e.shared.Swap(false) {
 			e.ctr.clear()
 			e.switches.Add(1)
+		} else if e.pending {
+			e.ctr.clear() // the first sync failed: local, not a switch
 		}
-		e.leased = false
+		e.leased, e.pending = false, false
 		if !e.localLogged && e.ctx.Err() == nil {
 			e.localLogged = true
 			e.cfg.Logger.Warn(e.cfg.Name+": shared "+e.what+" store unavailable; deciding locally until it is back",
@@ -411,7 +425,7 @@ func (e *Engine) syncOnce() {
 	if e.budget != nil {
 		lease = retry.FleetLease{Retries: max(reply[1+2*slots], 0), FirstAttempts: la, Granted: lb, Until: now.Add(e.life)}
 		bad = bad || reply[1+2*slots] < 0
-		e.lease, e.leased = lease, true
+		e.lease, e.leased, e.pending = lease, true, false
 		e.askedAt, e.demand = e.asked, e.demandNext
 	}
 	if bad && !e.badLogged {
