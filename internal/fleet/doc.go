@@ -106,7 +106,13 @@
 // while first attempts flowed). Dropping both, the fleet's headroom after the outage is what the window holds,
 // and retries resume at the first sync (`TestRetriesResumeAfterOutage`); for one window after the rejoin, the
 // retries that process granted while local are not in the fleet's counts, and the bound grows by them, as it
-// does for the outage. The store being slow never delays a request: the request path reads only atomics and the
+// does for the outage. A process whose syncs all succeeded but came late (the process was stalled: CPU
+// throttling, a paused VM) drops only its first attempts: its retries were granted under its lease, which only
+// its hold covered until this sync replaces it, so they are pushed, however late (dropped, the others never saw
+// them: two processes stalling 350 ms after each sync granted 200 retries in 20 s against a bound of 120,
+// `TestStalledProcessWithinBound`). A stall longer than a hold's life (L plus a slot) leaves that process's
+// grants of its last lease unseen from the hold's expiry to the late push: such a stall adds at most that lease
+// to the bound. The store being slow never delays a request: the request path reads only atomics and the
 // Budget's mutex.
 //
 // The Throttle shares the same way (rule 1 becomes the SRE formula over local + fleet requests and accepts; no
@@ -125,7 +131,8 @@
 // in `total`) and one sorted set `…:lease:exp` (each hold's expiry, Unix ms by the process's clock), so that a
 // sync purges expired holds in O(log P) and never reads every process's. Counts that could not be pushed for
 // longer than an interval plus max(slot, interval) (the store was down) are marked as pushed without being added
-// (both counts, of a Budget and of a Throttle), as they would be dated too late. What a Budget or Throttle counted before it was shared is not pushed (only what follows
+// (both counts, of a Budget and of a Throttle, after a failed sync; a Budget whose syncs all succeeded drops only
+// its first attempts, see Faults), as they would be dated too late. What a Budget or Throttle counted before it was shared is not pushed (only what follows
 // `ShareBudget`); the token is kept for the object's life, so sharing it again after `Close` continues from the
 // same mark. The script sets a TTL of 1.2 W + I on every key it writes and never writes a key of another type; values that
 // are not counts (decimals of at most 15 digits) read as bad data (logged once, counted as 0), and a slot holding

@@ -227,6 +227,17 @@ func StartThrottle(cfg Config, s Store, t *retry.Throttle) (*Engine, error) {
 }
 
 func start(cfg Config, s Store, c counter, kind string, window time.Duration, obj any) (*Engine, error) {
+	e, err := newEngine(cfg, s, c, kind, window, obj)
+	if err != nil {
+		return nil, err
+	}
+	go e.run()
+	return e, nil
+}
+
+// newEngine returns the engine that start runs, registered in active: its
+// goroutine is not started.
+func newEngine(cfg Config, s Store, c counter, kind string, window time.Duration, obj any) (*Engine, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%s: nil client", cfg.Name)
 	}
@@ -267,7 +278,6 @@ func start(cfg Config, s Store, c counter, kind string, window time.Duration, ob
 			Until: e.lastOK.Add(max(cfg.Timeout, rejoinTimeout) + cfg.Interval)})
 		e.pending = true
 	}
-	go e.run()
 	return e, nil
 }
 
@@ -360,7 +370,13 @@ func (e *Engine) syncOnce() {
 		// hold the fleet's headroom for a whole window after the store is
 		// back (no retries while first attempts flow). What the process
 		// did while local is bounded as a local Budget is.
-		dropA, dropB = true, true
+		//
+		// But a Budget's retries granted under a lease (every sync since
+		// the last push succeeded: the process was stalled, not cut off)
+		// are pushed however late: only its hold covered them, which this
+		// sync replaces, and dated late they hold headroom longer, never
+		// shorter. Dropped, they were never seen by the others.
+		dropA, dropB = true, !e.leased
 	}
 	var reply []int64
 	var err error
