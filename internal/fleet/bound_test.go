@@ -273,7 +273,7 @@ func TestFirstSyncLateWithinBound(t *testing.T) {
 // longer than an interval plus a slot: its next sync, successful, took it
 // for one cut off from the store and dropped the retries it had granted
 // from its lease, which only its hold had covered and which that sync
-// replaced; the others never saw them. Two processes granting 5 retries
+// replaced; the others never saw them. Eight processes asking for 5 retries
 // after each sync and stalling 350 ms granted 200 in 20 s against a bound
 // of 120, every sync successful. Retries granted under a lease are pushed
 // however late.

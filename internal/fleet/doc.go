@@ -109,7 +109,7 @@
 // does for the outage. A process whose syncs all succeeded but came late (the process was stalled: CPU
 // throttling, a paused VM) drops only its first attempts: its retries were granted under its lease, which only
 // its hold covered until this sync replaces it, so they are pushed, however late (dropped, the others never saw
-// them: two processes stalling 350 ms after each sync granted 200 retries in 20 s against a bound of 120,
+// them: eight processes stalling 350 ms after each sync granted 200 retries in 20 s against a bound of 120,
 // `TestStalledProcessWithinBound`). A stall longer than a hold's life (L plus a slot) leaves that process's
 // grants of its last lease unseen from the hold's expiry to the late push: such a stall adds at most that lease
 // to the bound. The store being slow never delays a request: the request path reads only atomics and the
