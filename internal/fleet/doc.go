@@ -44,7 +44,10 @@
 //     share;
 //   - the process's hold becomes max(lease, what its previous lease can still grant until the new one is
 //     installed), and expires L plus one slot after the sync (one slot: the clock agreement the slot keys already
-//     need), so a process that died or fell back stops holding headroom after about L.
+//     need), so a process that died or fell back stops holding headroom after about L. A sync that finds a later
+//     one of the same process already run (it was given up on and the server ran it late, after the next) never
+//     lowers the hold: it would have replaced the newer lease's hold with its own older, smaller one
+//     (`TestLateSyncKeepsNewerHold`).
 //
 // `SetFleet` then grants a retry at time t only when
 //
