@@ -91,7 +91,7 @@
 // and P is larger than the headroom (500 pods with the defaults share R = 10), at most R retries are held across
 // the fleet at any time, as one Budget would allow, and single retries go round, mostly among idle processes:
 // most first retries after a quiet spell are refused (100 quiet processes sharing a reserve of 10, 3,000
-// failing calls in 60 s, granted 58–77 retries, 18–24 % of the bound, against 121 % before leases). With a
+// failing calls in 60 s, granted 60–79 retries, 19–25 % of the bound, against 121 % before leases). With a
 // window shorter than about two sync intervals a lease outlives the window, and the fleet grants well under the
 // bound (W = 50 ms: 29 % of it; 200 ms: 64–66 %); with windows of 2 s and 10 s the long runs reached 94–97 % of
 // it.
