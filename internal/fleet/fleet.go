@@ -273,9 +273,11 @@ func newEngine(cfg Config, s Store, c counter, kind string, window time.Duration
 		// every process that starts with the others (a rollout, pods added
 		// during an incident) would spend a floor of its own before the
 		// store had leased it anything. A first sync that fails makes it
-		// local (a fault, as any failed sync).
-		b.SetFleet(0, 0, retry.FleetLease{FirstAttempts: e.pushedA, Granted: e.pushedB,
-			Until: e.lastOK.Add(max(cfg.Timeout, rejoinTimeout) + cfg.Interval)})
+		// local (a fault, as any failed sync). The lease lasts as long as
+		// that sync may (its timeout, at least rejoinTimeout), plus an
+		// interval of lateness, each capped at a day so as not to overflow.
+		wait := min(max(cfg.Timeout, rejoinTimeout), 24*time.Hour) + min(cfg.Interval, 24*time.Hour)
+		b.SetFleet(0, 0, retry.FleetLease{FirstAttempts: e.pushedA, Granted: e.pushedB, Until: e.lastOK.Add(wait)})
 		e.pending = true
 	}
 	return e, nil

@@ -414,3 +414,35 @@ func TestFirstSyncPendingThenLocalOrLeased(t *testing.T) {
 		}
 	})
 }
+
+// blockStore never answers: every call waits for its context.
+type blockStore struct{}
+
+func (blockStore) Load(ctx context.Context, _ string) (string, error) {
+	<-ctx.Done()
+	return "", ctx.Err()
+}
+func (blockStore) EvalSHA(ctx context.Context, _ string, _, _ []string) ([]int64, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// The lease a Budget holds until its first sync answers lasts as long as
+// that sync may: with a sync interval of two centuries (valid) its end
+// overflowed, was in the past, and the Budget refused even the retries
+// its own first attempts earned.
+func TestFirstSyncPendingLongInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := retry.NewBudget(retry.BudgetConfig{Ratio: 1, MinPerSecond: -1})
+		const centuries = 200 * 365 * 24 * time.Hour
+		e, err := StartBudget(Config{Name: "x", Prefix: "long", Interval: centuries, Logger: quiet}, blockStore{}, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		b.RecordAttempt()
+		if !b.AllowRetry() {
+			t.Error("before the first sync answered, the retry one first attempt earns (Ratio 1) was refused")
+		}
+	})
+}
