@@ -47,7 +47,8 @@
 //     need), so a process that died or fell back stops holding headroom after about L. A sync that finds a later
 //     one of the same process already run (it was given up on and the server ran it late, after the next) never
 //     lowers the hold: it would have replaced the newer lease's hold with its own older, smaller one
-//     (`TestLateSyncKeepsNewerHold`).
+//     (`TestLateSyncKeepsNewerHold`). "Later" is read from the holds' expiries, so a Budget shared again with a
+//     shorter interval, or whose clock stepped back, keeps the largest of its holds until the earlier expiry.
 //
 // `SetFleet` then grants a retry at time t only when
 //
