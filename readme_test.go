@@ -408,3 +408,20 @@ func TestLicenseInEveryModule(t *testing.T) {
 		}
 	}
 }
+
+// TestNoConflictMarkers: no Markdown file the links test reads keeps the
+// markers of an unresolved merge (a merge once committed ARCHITECTURE.md
+// with two of them, each side a version of the fleet's section).
+func TestNoConflictMarkers(t *testing.T) {
+	for _, doc := range append(markdownFiles(t), "ARCHITECTURE.md", "CHANGELOG.md", "CONTRIBUTING.md") {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(text), "\n") {
+			if strings.HasPrefix(line, "<<<<<<< ") || strings.HasPrefix(line, ">>>>>>> ") || line == "=======" {
+				t.Errorf("%s line %d: merge conflict marker %q", doc, i+1, line)
+			}
+		}
+	}
+}

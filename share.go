@@ -82,8 +82,9 @@ func (b *Budget) LocalCounts() (firstAttempts, retries int64) {
 //	reserve + Ratio × (local + fleet first attempts) − (local + fleet retries) ≥ 1
 //	retries granted here since lease.Granted + 1 ≤ lease.Retries + Ratio × first attempts here since lease.FirstAttempts
 //
-// where reserve is MinPerSecond × Window once for the whole fleet, and the
-// second rule holds only until lease.Until. The store hands out leases so
+// where reserve is MinPerSecond × Window once for the whole fleet; from
+// lease.Until on the second rule allows nothing, so no retry is granted
+// until the next SetFleet or ClearFleet. The store hands out leases so
 // that the retries pushed plus every process's lease never exceed the
 // fleet's headroom: no process can spend what another was promised, and
 // the fleet's retries stay within one Budget's bound whatever the number

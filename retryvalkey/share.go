@@ -74,8 +74,10 @@ func WithLogger(l *slog.Logger) ShareOption {
 // count neither in the policy's Budget nor in its Throttle). The keys are
 // "{prefix}:budget:w<window ms>:<slot>", each with a TTL of 1.2 windows
 // plus one interval; on a cluster they share one hash slot. Nothing is sent
-// on the request path: b decides locally until the first sync, and again
-// whenever a sync fails, and Close makes it local for good. What b
+// on the request path. Until the first sync answers, b grants retries
+// only from Ratio × its own first attempts (the floor is the fleet's,
+// leased by the server); it decides locally whenever a sync fails, the
+// first one too, and Close makes it local for good. What b
 // counted before ShareBudget is not pushed to the fleet, only what
 // follows; sharing b again after Close continues where its last share
 // stopped.

@@ -64,7 +64,11 @@ func TestMain(m *testing.M) {
 	if fleettest.WorkerMain(fleetAdapter) {
 		return
 	}
-	goleak.VerifyTestMain(m)
+	// valkey-go closes the connections that a cluster topology refresh
+	// dropped 5 s later, from a goroutine of its own (cluster.go,
+	// _refresh), which Close does not stop: TestClusterScriptFlushedNoFallback,
+	// whose nodes meet while the client starts, left one in 2 of 6 runs.
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/valkey-io/valkey-go.(*clusterClient)._refresh.func2"))
 }
 
 // TestShareReadsFleetKeys: counts another process wrote under the prefix

@@ -44,7 +44,11 @@
 //     share;
 //   - the process's hold becomes max(lease, what its previous lease can still grant until the new one is
 //     installed), and expires L plus one slot after the sync (one slot: the clock agreement the slot keys already
-//     need), so a process that died or fell back stops holding headroom after about L.
+//     need), so a process that died or fell back stops holding headroom after about L. A sync that finds a later
+//     one of the same process already run (it was given up on and the server ran it late, after the next) never
+//     lowers the hold: it would have replaced the newer lease's hold with its own older, smaller one
+//     (`TestLateSyncKeepsNewerHold`). "Later" is read from the holds' expiries, so a Budget shared again with a
+//     shorter interval, or whose clock stepped back, keeps the largest of its holds until the earlier expiry.
 //
 // `SetFleet` then grants a retry at time t only when
 //
@@ -83,14 +87,19 @@
 // claim, with F starting W + L before the span.
 //
 // What the lease costs: a process whose lease is spent refuses a retry rather than wait for the store (the
-// request path never waits); its next sync, at most one interval later, sizes its lease to what it asked for.
-// So when the fleet is quiet and P is larger than the headroom (500 pods with the defaults share R = 10), at
-// most R retries are held across the fleet at any time, as one Budget would allow, and single retries go round:
-// a pod whose first retry after a quiet spell finds no lease is refused, and its next sync leases it what it
-// asked for (100 quiet processes sharing a reserve of 10 granted 18–24 % of the bound, against 121 % before
-// leases). With a window shorter than about two sync intervals a lease outlives the window, and the
-// fleet grants well under the bound (W = 50 ms: 29 % of it; 200 ms: 64–66 %); with windows of 2 s and 10 s the
-// long runs reached 94–97 % of it.
+// request path never waits); its next sync, at most one interval later, leases it what it asked for from the
+// headroom no other process holds, for its next calls (the refused call has ended). So when the fleet is quiet
+// and P is larger than the headroom (500 pods with the defaults share R = 10), at most R retries are held across
+// the fleet at any time, as one Budget would allow, and single retries go round, mostly among idle processes:
+// most first retries after a quiet spell are refused (100 quiet processes sharing a reserve of 10, 3,000
+// failing calls in 60 s, granted 60–79 retries, 19–25 % of the bound, against 121 % before leases). With a
+// window shorter than about two sync intervals a lease outlives the window, and the fleet grants well under the
+// bound (W = 50 ms: 29 % of it; 200 ms: 64–66 %); with windows of 2 s and 10 s the long runs reached 94–97 % of
+// it.
+//
+// Before its first sync answers, a shared Budget holds a lease of 0 (rule 2 with lease 0: Ratio × its own
+// first attempts): deciding locally, each process that starts with the others would spend a reserve R of its
+// own that no other process sees (`TestFirstSyncLateWithinBound`). A first sync that fails is a fault, below.
 //
 // Faults. When a sync fails, the process decides locally (its own full reserve R) until a sync succeeds again:
 // during an outage of the store the fleet is bounded as P local budgets are (the floor times P), never worse,
@@ -102,7 +111,13 @@
 // while first attempts flowed). Dropping both, the fleet's headroom after the outage is what the window holds,
 // and retries resume at the first sync (`TestRetriesResumeAfterOutage`); for one window after the rejoin, the
 // retries that process granted while local are not in the fleet's counts, and the bound grows by them, as it
-// does for the outage. The store being slow never delays a request: the request path reads only atomics and the
+// does for the outage. A process whose syncs all succeeded but came late (the process was stalled: CPU
+// throttling, a paused VM) drops only its first attempts: its retries were granted under its lease, which only
+// its hold covered until this sync replaces it, so they are pushed, however late (dropped, the others never saw
+// them: eight processes stalling 350 ms after each sync granted 200 retries in 20 s against a bound of 120,
+// `TestStalledProcessWithinBound`). A stall longer than a hold's life (L plus a slot) leaves that process's
+// grants of its last lease unseen from the hold's expiry to the late push: such a stall adds at most that lease
+// to the bound. The store being slow never delays a request: the request path reads only atomics and the
 // Budget's mutex.
 //
 // The Throttle shares the same way (rule 1 becomes the SRE formula over local + fleet requests and accepts; no
@@ -121,7 +136,8 @@
 // in `total`) and one sorted set `…:lease:exp` (each hold's expiry, Unix ms by the process's clock), so that a
 // sync purges expired holds in O(log P) and never reads every process's. Counts that could not be pushed for
 // longer than an interval plus max(slot, interval) (the store was down) are marked as pushed without being added
-// (both counts, of a Budget and of a Throttle), as they would be dated too late. What a Budget or Throttle counted before it was shared is not pushed (only what follows
+// (both counts, of a Budget and of a Throttle, after a failed sync; a Budget whose syncs all succeeded drops only
+// its first attempts, see Faults), as they would be dated too late. What a Budget or Throttle counted before it was shared is not pushed (only what follows
 // `ShareBudget`); the token is kept for the object's life, so sharing it again after `Close` continues from the
 // same mark. The script sets a TTL of 1.2 W + I on every key it writes and never writes a key of another type; values that
 // are not counts (decimals of at most 15 digits) read as bad data (logged once, counted as 0), and a slot holding

@@ -176,6 +176,7 @@ type Engine struct {
 	life               time.Duration // how long a lease holds (see leaseLife), at most a day
 	lease              retry.FleetLease
 	leased             bool    // lease is in force: the last sync succeeded
+	pending            bool    // the first sync has not ended: the Budget holds a lease of 0 (see start)
 	askedAt            int64   // FleetAsked as of the last successful sync
 	asked              int64   // FleetAsked as read for the current sync
 	demand, demandNext float64 // retries asked per sync, decayed (see leaseArgs)
@@ -199,8 +200,10 @@ type Engine struct {
 // slots is the number of slots of a window (as in the core).
 const slots = 10
 
-// StartBudget starts syncing b under cfg.Prefix. The Budget stays local
-// until the first sync succeeds.
+// StartBudget starts syncing b under cfg.Prefix. Until the first sync
+// answers, b grants retries only from Ratio × the first attempts it counts
+// from now (the floor is the fleet's, leased by the store); if that sync
+// fails, b decides locally until one succeeds.
 func StartBudget(cfg Config, s Store, b *retry.Budget) (*Engine, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%s: nil *retry.Budget", cfg.Name)
@@ -224,6 +227,17 @@ func StartThrottle(cfg Config, s Store, t *retry.Throttle) (*Engine, error) {
 }
 
 func start(cfg Config, s Store, c counter, kind string, window time.Duration, obj any) (*Engine, error) {
+	e, err := newEngine(cfg, s, c, kind, window, obj)
+	if err != nil {
+		return nil, err
+	}
+	go e.run()
+	return e, nil
+}
+
+// newEngine returns the engine that start runs, registered in active: its
+// goroutine is not started.
+func newEngine(cfg Config, s Store, c counter, kind string, window time.Duration, obj any) (*Engine, error) {
 	if s == nil {
 		return nil, fmt.Errorf("%s: nil client", cfg.Name)
 	}
@@ -254,8 +268,18 @@ func start(cfg Config, s Store, c counter, kind string, window time.Duration, ob
 		// its lease does not cover once the lease has ended.
 		e.life = min(leaseLife(cfg), 24*time.Hour)
 		e.askedAt = b.FleetAsked()
+		// Until the first sync answers, the Budget grants only Ratio × its
+		// own first attempts: deciding locally, with its own full reserve,
+		// every process that starts with the others (a rollout, pods added
+		// during an incident) would spend a floor of its own before the
+		// store had leased it anything. A first sync that fails makes it
+		// local (a fault, as any failed sync). The lease lasts as long as
+		// that sync may (its timeout, at least rejoinTimeout), plus an
+		// interval of lateness, each capped at a day so as not to overflow.
+		wait := min(max(cfg.Timeout, rejoinTimeout), 24*time.Hour) + min(cfg.Interval, 24*time.Hour)
+		b.SetFleet(0, 0, retry.FleetLease{FirstAttempts: e.pushedA, Granted: e.pushedB, Until: e.lastOK.Add(wait)})
+		e.pending = true
 	}
-	go e.run()
 	return e, nil
 }
 
@@ -348,7 +372,13 @@ func (e *Engine) syncOnce() {
 		// hold the fleet's headroom for a whole window after the store is
 		// back (no retries while first attempts flow). What the process
 		// did while local is bounded as a local Budget is.
-		dropA, dropB = true, true
+		//
+		// But a Budget's retries granted under a lease (every sync since
+		// the last push succeeded: the process was stalled, not cut off)
+		// are pushed however late: only its hold covered them, which this
+		// sync replaces, and dated late they hold headroom longer, never
+		// shorter. Dropped, they were never seen by the others.
+		dropA, dropB = true, !e.leased
 	}
 	var reply []int64
 	var err error
@@ -384,8 +414,10 @@ func (e *Engine) syncOnce() {
 		if e.shared.Swap(false) {
 			e.ctr.clear()
 			e.switches.Add(1)
+		} else if e.pending {
+			e.ctr.clear() // the first sync failed: local, not a switch
 		}
-		e.leased = false
+		e.leased, e.pending = false, false
 		if !e.localLogged && e.ctx.Err() == nil {
 			e.localLogged = true
 			e.cfg.Logger.Warn(e.cfg.Name+": shared "+e.what+" store unavailable; deciding locally until it is back",
@@ -411,7 +443,7 @@ func (e *Engine) syncOnce() {
 	if e.budget != nil {
 		lease = retry.FleetLease{Retries: max(reply[1+2*slots], 0), FirstAttempts: la, Granted: lb, Until: now.Add(e.life)}
 		bad = bad || reply[1+2*slots] < 0
-		e.lease, e.leased = lease, true
+		e.lease, e.leased, e.pending = lease, true, false
 		e.askedAt, e.demand = e.asked, e.demandNext
 	}
 	if bad && !e.badLogged {

@@ -26,6 +26,7 @@ type teeStore struct {
 	calls      int
 	mismatches []string
 	leases     map[int64]bool // the lease values answered
+	dropOnlyA  int            // syncs that drop first attempts and push retries (a stalled process)
 }
 
 func (s *teeStore) Load(ctx context.Context, script string) (string, error) {
@@ -55,6 +56,9 @@ func (s *teeStore) EvalSHA(ctx context.Context, sha string, keys, args []string)
 	}
 	if len(args) >= 9 {
 		s.leases[want[len(want)-1]] = true
+	}
+	if args[4] == "1" && args[5] == "0" {
+		s.dropOnlyA++
 	}
 	if s.calls%7 == 0 { // a reply lost after both ran the script
 		return nil, errors.New("read: connection reset by peer")
@@ -115,7 +119,22 @@ func TestMemStoreMatchesScript(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer et.Close()
+		// A process whose syncs are run by hand, 400 ms apart (stalled
+		// between them: its first attempts are dropped, its retries pushed).
+		sb, _ := retry.NewBudget(cfg)
+		se, err := newEngine(ecfg, tee, budgetCounter{sb}, "budget", cfg.Window, sb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer active.Delete(sb)
 		for step := range 300 { // 3 s in steps of 10 ms
+			if step%40 == 0 {
+				se.syncOnce()
+			}
+			if step%40 < 5 {
+				sb.RecordAttempt()
+				sb.AllowRetry()
+			}
 			for i, b := range bs {
 				if i == 1 && step >= 100 {
 					continue // closed
@@ -151,7 +170,7 @@ func TestMemStoreMatchesScript(t *testing.T) {
 		}
 		tee.mu.Lock()
 		defer tee.mu.Unlock()
-		t.Logf("%d syncs compared; lease values seen: %v", tee.calls, tee.leases)
+		t.Logf("%d syncs compared (%d of a stalled process); lease values seen: %v", tee.calls, tee.dropOnlyA, tee.leases)
 		for i, m := range tee.mismatches {
 			if i == 5 {
 				t.Errorf("… %d mismatches in all", len(tee.mismatches))
@@ -159,8 +178,8 @@ func TestMemStoreMatchesScript(t *testing.T) {
 			}
 			t.Errorf("reply differs: %s", m)
 		}
-		if tee.calls < 80 || len(tee.leases) < 3 {
-			t.Errorf("%d calls, lease values %v: the sequence exercised too little", tee.calls, tee.leases)
+		if tee.calls < 80 || len(tee.leases) < 3 || tee.dropOnlyA == 0 {
+			t.Errorf("%d calls, lease values %v, %d syncs of a stalled process: the sequence exercised too little", tee.calls, tee.leases, tee.dropOnlyA)
 		}
 	})
 }

@@ -234,12 +234,16 @@ func (m *memStore) run(keys, args []string) ([]int64, error) {
 				granted = int64(math.Min(math.Min(free, want), 1e9))
 			}
 			hold := int64(math.Min(math.Max(float64(granted), num(13)), 1e9))
+			if last, ok := m.zset[lz][tok]; ok && last > exp {
+				hold = max(hold, mine)
+			} else {
+				if m.zset[lz] == nil {
+					m.zset[lz] = map[string]float64{}
+				}
+				m.zset[lz][tok] = exp
+			}
 			m.hset(lk, tok, strconv.FormatInt(hold, 10))
 			m.hset(lk, "total", strconv.FormatInt(total+hold, 10))
-			if m.zset[lz] == nil {
-				m.zset[lz] = map[string]float64{}
-			}
-			m.zset[lz][tok] = exp
 			lttl := ttl + max(int64(exp)-now, 0)
 			m.pexpire(lk, lttl)
 			m.pexpire(lz, lttl)

@@ -43,7 +43,10 @@ package fleet
 // process held nothing, 1 (so that single retries go round a quiet fleet
 // larger than its headroom). It records the hold max(lease, what the
 // current lease can still grant), and appends the lease to the reply (-1
-// for lease keys that are not its data). A lease and a hold are at most
+// for lease keys that are not its data). When the process's hold already
+// expires later than this call's (a later sync of the process ran first:
+// this call was given up on and ran late), the hold is never lowered and
+// its expiry is kept. A lease and a hold are at most
 // 10⁹, so that they stay counts as HINCRBY writes them.
 //
 // Every key the script writes gets the TTL (the lease keys, the TTL plus
@@ -136,8 +139,13 @@ if lk then
         lease = math.min(free, want, 1e9)
       end
       local hold = math.min(math.max(lease, tonumber(ARGV[14])), 1e9)
+      local last = redis.call('ZSCORE', lz, tok)
+      if last and tonumber(last) > exp then
+        hold = math.max(hold, mine)
+      else
+        redis.call('ZADD', lz, exp, tok)
+      end
       redis.call('HSET', lk, tok, hold, 'total', total + hold)
-      redis.call('ZADD', lz, exp, tok)
       local lttl = ttl + math.max(exp - now, 0)
       redis.call('PEXPIRE', lk, lttl)
       redis.call('PEXPIRE', lz, lttl)

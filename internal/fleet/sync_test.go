@@ -376,3 +376,73 @@ func TestHugeReserveLease(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// Until the first sync answers, a shared Budget grants no floor-funded
+// retry (it holds a lease of 0); once that sync fails, it decides locally
+// with its own full reserve, as after any failed sync, and a first sync
+// that succeeds hands it the fleet's lease.
+func TestFirstSyncPendingThenLocalOrLeased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := retry.BudgetConfig{Ratio: -1, MinPerSecond: 5, Window: 2 * time.Second} // reserve 10
+		m := newMemStore()
+		m.setDown(true)
+		b, _ := retry.NewBudget(cfg)
+		e, err := StartBudget(Config{Name: "x", Prefix: "pending", Logger: quiet}, m, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		if b.AllowRetry() {
+			t.Error("a retry granted before the first sync answered")
+		}
+		synctest.Wait() // the first sync failed
+		if _, f, _ := e.Stats(); f != 1 || e.Shared() {
+			t.Fatalf("failures %d, shared %v: want the first sync failed", f, e.Shared())
+		}
+		n := 0
+		for b.AllowRetry() {
+			n++
+		}
+		if n != 10 {
+			t.Errorf("local after a failed first sync: %d retries granted, want its own reserve, 10", n)
+		}
+		m.setDown(false)
+		time.Sleep(DefaultInterval)
+		synctest.Wait()
+		if !e.Shared() {
+			t.Fatal("did not join")
+		}
+	})
+}
+
+// blockStore never answers: every call waits for its context.
+type blockStore struct{}
+
+func (blockStore) Load(ctx context.Context, _ string) (string, error) {
+	<-ctx.Done()
+	return "", ctx.Err()
+}
+func (blockStore) EvalSHA(ctx context.Context, _ string, _, _ []string) ([]int64, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// The lease a Budget holds until its first sync answers lasts as long as
+// that sync may: with a sync interval of two centuries (valid) its end
+// overflowed, was in the past, and the Budget refused even the retries
+// its own first attempts earned.
+func TestFirstSyncPendingLongInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := retry.NewBudget(retry.BudgetConfig{Ratio: 1, MinPerSecond: -1})
+		const centuries = 200 * 365 * 24 * time.Hour
+		e, err := StartBudget(Config{Name: "x", Prefix: "long", Interval: centuries, Logger: quiet}, blockStore{}, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		b.RecordAttempt()
+		if !b.AllowRetry() {
+			t.Error("before the first sync answered, the retry one first attempt earns (Ratio 1) was refused")
+		}
+	})
+}
