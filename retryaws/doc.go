@@ -50,8 +50,9 @@
 // retry.Do would have returned (Attempts, Elapsed, Reason, and the
 // context's error for ReasonContext and ReasonDeadline), so that
 // retry.IsExhausted holds and an enclosing retry.Do does not send the call
-// again. A call that wrote something and whose last attempt lost its reply
-// also matches ErrMaybeApplied.
+// again. A call that wrote something and one of whose attempts lost its
+// reply also matches ErrMaybeApplied, whatever its later attempts met. A
+// nil *Retryer refuses every call, unsent, with an error.
 //
 // # Classification
 //
@@ -66,7 +67,7 @@
 //
 //	failure                                                    Unsafe operation   other classes
 //	throttling, 429, 503, another 4xx, a clock-skew refusal    retried            retried
-//	never sent (dial error, an SDK error before sending)       retried            retried
+//	never sent (a refused dial, an SDK error before sending)   retried            retried
 //	reset, timeout, context ended after sending;
 //	500, 502, 504; a 2xx whose body could not be read          ErrMaybeApplied    retried
 //
@@ -122,13 +123,23 @@
 // the start of the call, the previous wait) travels in the release
 // functions the SDK is given, and from a failed attempt to GetRetryToken,
 // which the SDK calls next on the same goroutine with the same error value,
-// in a small map keyed by that error. Two calls that fail at the same
-// moment with one shared error value (a package-level error, which the SDK's
-// transport and deserializers do not return) may exchange their waits so
-// far; an error of a type that cannot be a map key restarts the call's
-// accounting from the SDK's attempt number. A wrapper around the Retryer
+// in a small map keyed by that error, each entry marked with the service,
+// the operation, MarkSafe and the SDK's attempt number. Two calls that fail
+// at the same moment with one shared error value (a package-level error
+// of a user's middleware or interceptor; the SDK's transport and
+// deserializers return fresh ones) are told apart by these marks; two
+// that also match in all of them may exchange their attempt counts and
+// waits so far, never their class. An error value that cannot be a map key
+// (one holding a slice, a map or a function) is matched by the marks
+// alone. A wrapper around the Retryer
 // whose IsErrorRetryable says false without asking it ends calls without
 // an EventDone.
+//
+// A context that ends in the instant between GetRetryToken's return and
+// the next attempt (after the wait, which the context ends otherwise) is
+// seen by the SDK alone: the call returns the SDK's context error without
+// the attempt's, and the Observer has an EventAttempt for an attempt that
+// was not sent and no EventDone.
 //
 // A Retryer is safe for concurrent use, and one may serve every client.
 package retryaws

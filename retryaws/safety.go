@@ -83,7 +83,8 @@ func Safety(service, operation string) Class {
 // MarkSafe returns a context that makes a call safe to repeat after a lost
 // reply whatever its operation's class: use it for a call that the
 // application knows is idempotent, such as an UpdateItem that only SETs
-// fixed values:
+// fixed values (if such a call still fails after a lost reply, its error
+// matches ErrMaybeApplied, as for any write):
 //
 //	out, err := db.UpdateItem(retryaws.MarkSafe(ctx), in)
 func MarkSafe(ctx context.Context) context.Context {
