@@ -23,8 +23,9 @@
 //	                   MaxAttempts is applied by GetRetryToken, so that a call that
 //	                   used its attempts up ends with retrykit's error
 //	GetAttemptToken    first attempt: refuses an overridden attempt limit (below),
-//	                   Budget.RecordAttempt, Throttle.Allow (a rejected attempt waits
-//	                   and asks again as in retry.Do), EventAttempt
+//	                   Throttle.Allow (a rejected attempt waits and asks again as
+//	                   in retry.Do), Budget.RecordAttempt if it let it through,
+//	                   EventAttempt
 //	(the release)      after each attempt: Throttle.Record; on success EventDone
 //	IsErrorRetryable   returns true for every error, so that GetRetryToken decides
 //	GetRetryToken      after each failure: classification, stop rules (attempts,

@@ -97,11 +97,12 @@ func nopRelease(error) error { return nil }
 
 // GetAttemptToken is called by the SDK before each attempt. For the first
 // attempt of a call it refuses a client whose attempt limit the SDK
-// overrides (ErrMaxAttemptsOverride), counts the attempt with the
-// policy's Budget, asks the Throttle (a rejected first attempt waits and
-// asks again as in retry.Do, until the Throttle lets one through or a stop
-// rule ends the call) and tells the Observer EventAttempt. Retries were
-// accounted by GetRetryToken.
+// overrides (ErrMaxAttemptsOverride), asks the Throttle (a rejected first
+// attempt waits and asks again as in retry.Do, until the Throttle lets one
+// through or a stop rule ends the call; the attempts then sent are
+// retries, which earn the Budget nothing), counts a first attempt it let
+// through with the policy's Budget, and tells the Observer EventAttempt.
+// Retries were accounted by GetRetryToken.
 func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error) {
 	if r == nil {
 		return nil, errNilRetryer{}
@@ -116,18 +117,20 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 	c := r.newCall(ctx)
 	c.sdkN = 1
 	p := &r.p
-	if p.Budget != nil {
-		p.Budget.RecordAttempt()
-	}
 	if p.MaxElapsed > 0 {
 		c.start = time.Now()
 	}
 	if p.Throttle != nil && !p.Throttle.Allow() {
+		// As in retry.Do, the attempts sent after a rejected first one are
+		// retries, granted by the Budget: the call earns it nothing.
 		c.emit(ctx, retry.Event{Kind: retry.EventThrottled, Attempt: 1, Err: retry.ErrThrottled})
 		if err := c.retry(ctx, retry.ErrThrottled, verdict{retry: true}); err != nil {
 			return nil, err
 		}
 		return c.release, nil
+	}
+	if p.Budget != nil {
+		p.Budget.RecordAttempt()
 	}
 	c.emit(ctx, retry.Event{Kind: retry.EventAttempt, Attempt: 1})
 	return c.release, nil

@@ -278,3 +278,38 @@ func TestNilRetryer(t *testing.T) {
 		t.Fatal("Check of a nil *Retryer = nil")
 	}
 }
+
+// A call whose first attempt the Throttle rejected earns the Budget no
+// first attempt, as in retry.Do: the attempts it then sends are retries.
+func TestThrottledFirstAttemptEarnsNoBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := awsfake.New()
+		f.Script = failFirst("GetItem", 1<<30, awsfake.Answer{Status: 503, Code: "ServiceUnavailable"})
+		th, err := retry.NewThrottle(retry.ThrottleConfig{K: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 50 { // a backend that rejects everything: the Throttle rejects most attempts
+			th.Record(false)
+		}
+		b, err := retry.NewBudget(retry.BudgetConfig{Ratio: 1, MinPerSecond: 1000, Window: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var firstThrottled int
+		obs := retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+			if e.Kind == retry.EventThrottled && e.Attempt == 1 {
+				firstThrottled++
+			}
+		})
+		p := retry.Policy{Initial: time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 3, Throttle: th, Budget: b, Observer: obs}
+		_, d := clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f})
+		const calls = 40
+		for range calls {
+			_ = opGetItem.call(context.Background(), nil, d)
+		}
+		if firsts, _ := b.LocalCounts(); firstThrottled == 0 || firsts != int64(calls-firstThrottled) {
+			t.Fatalf("the Budget counted %d first attempts for %d calls, %d of whose first attempts the Throttle rejected; want %d", firsts, calls, firstThrottled, calls-firstThrottled)
+		}
+	})
+}
