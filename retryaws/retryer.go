@@ -175,6 +175,7 @@ type call struct {
 	prev      time.Duration // the previous computed wait
 	waited    time.Duration // total of the waits
 	start     time.Time     // start of the call (MaxElapsed) or of the first failure
+	lostAt    time.Time     // the first failure that may have been applied
 	nextInMap *call         // another call parked under the same error value
 }
 
@@ -311,6 +312,9 @@ func (c *call) decide(ctx context.Context, err error) error {
 	elapsed := now.Sub(c.start)
 	v := judge(err, c.class, c.marked)
 	c.maybe = c.maybe || v.maybe
+	if v.maybe && c.lostAt.IsZero() {
+		c.lostAt = now
+	}
 	switch {
 	case retry.IsExhausted(err) && !p.RetryExhausted:
 		return c.stop(ctx, err, retry.ReasonExhausted, elapsed, v.maybe)
@@ -359,6 +363,11 @@ func (c *call) retry(ctx context.Context, err error, v verdict) error {
 			d, hint = hint, 0
 		}
 		if p.MaxElapsed > 0 && d >= p.MaxElapsed-elapsed {
+			return c.stop(ctx, err, retry.ReasonTimeBudget, elapsed, v.maybe)
+		}
+		if c.class == Token && !c.marked && !c.lostAt.IsZero() && d >= TokenWindow-time.Since(c.lostAt) {
+			// The service would no longer know the token of the attempt
+			// that may have been applied.
 			return c.stop(ctx, err, retry.ReasonTimeBudget, elapsed, v.maybe)
 		}
 		if dl, ok := ctx.Deadline(); ok && d > 0 && d >= time.Until(dl) {

@@ -313,3 +313,31 @@ func TestThrottledFirstAttemptEarnsNoBudget(t *testing.T) {
 		}
 	})
 }
+
+// A Token operation is repeated with its token only while the service
+// still knows it: DynamoDB forgets a ClientRequestToken 10 minutes after
+// the request that used it, and a repeat after that could apply the
+// transaction twice.
+func TestTokenNotRepeatedAfterItsWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := awsfake.New()
+		f.Script = func(op string, n int) awsfake.Answer {
+			if n == 1 {
+				return awsfake.Answer{Drop: true}
+			}
+			return awsfake.Answer{Status: 400, Code: "ThrottlingException"}
+		}
+		// Waits of 1, 2, 4, then 8 minutes: the fourth would end 15 minutes after the lost reply.
+		p := retry.Policy{Initial: time.Minute, MaxDelay: time.Hour, Jitter: retry.NoJitter, MaxAttempts: 10}
+		_, d := clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f})
+		start := time.Now()
+		err := opTransact.call(context.Background(), nil, d)
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Reason != retry.ReasonTimeBudget || !errors.Is(err, retryaws.ErrMaybeApplied) {
+			t.Fatalf("err %v, want ReasonTimeBudget matching ErrMaybeApplied", err)
+		}
+		if f.Requests("TransactWriteItems") != 4 || f.Span() >= retryaws.TokenWindow || time.Since(start) != 7*time.Minute {
+			t.Fatalf("%d requests over %v, gave up after %v; want 4 within %v, giving up at 7 min", f.Requests("TransactWriteItems"), f.Span(), time.Since(start), retryaws.TokenWindow)
+		}
+	})
+}
