@@ -136,6 +136,15 @@
 // whose IsErrorRetryable says false without asking it ends calls without
 // an EventDone.
 //
+// A request body that cannot be rewound (an io.Reader that is not an
+// io.Seeker, such as a pipe, given to PutObject or UploadPart) is not sent
+// again: after GetRetryToken has decided to retry and waited, the SDK ends
+// the call with its own "failed to rewind transport stream" error, which
+// carries neither the attempt's error nor ErrMaybeApplied nor
+// retry.IsExhausted, and the Observer has an EventAttempt for an attempt
+// that was not sent and no EventDone. Give such operations an
+// io.ReadSeeker.
+//
 // A context that ends in the instant between GetRetryToken's return and
 // the next attempt (after the wait, which the context ends otherwise) is
 // seen by the SDK alone: the call returns the SDK's context error without
