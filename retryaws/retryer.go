@@ -278,9 +278,7 @@ func (r *Retryer) unpark(err error, k *call) *call {
 // map or a function.
 func hashable(v reflect.Value) bool {
 	switch v.Kind() {
-	case reflect.Invalid:
-		return false
-	case reflect.Slice, reflect.Map, reflect.Func:
+	case reflect.Invalid, reflect.Slice, reflect.Map, reflect.Func:
 		return false
 	case reflect.Interface:
 		return v.IsNil() || hashable(v.Elem())
