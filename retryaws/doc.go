@@ -72,6 +72,15 @@
 //	reset, timeout, context ended after sending;
 //	500, 502, 504; a 2xx whose body could not be read          ErrMaybeApplied    retried
 //
+// An error that carries no sign of the transport (neither the SDK's
+// ResponseError nor its RequestSendError, nor a network, context or
+// deserialization error) counts as one before sending: the SDK's signing,
+// credentials and endpoint errors are such. A user's middleware or
+// interceptor after the retry loop that replaces an attempt's outcome with
+// such an error, one the SDK's classifiers retry, has an unsafe write
+// repeated although the service may have applied it: wrap the attempt's
+// error (%w) or return one that is not retryable.
+//
 // An operation's Class comes from Safety (docs/aws.md has the table for S3
 // and DynamoDB), WithClass, or MarkSafe for one call. Policy.Retryable,
 // when set, is asked after these rules and can only narrow them. An error
