@@ -15,6 +15,7 @@ var ErrOtherRetryer = errors.New("retryaws: the client retries with another Retr
 
 // Check reports whether r, a client's Retryer (client.Options().Retryer),
 // is a retryaws Retryer that governs the client's calls: nil if it is; an
+// error for a nil *Retryer, which refuses every call; an
 // error matching ErrMaxAttemptsOverride if the SDK wrapped it to override
 // its attempt limit (such calls are refused unsent); an error for
 // retry.AddWithMaxBackoffDelay around it, which would add the SDK's waits
@@ -24,10 +25,13 @@ var ErrOtherRetryer = errors.New("retryaws: the client retries with another Retr
 // Retryer they wrap. Call it once, after making a client.
 func Check(r aws.Retryer) error {
 	for range 16 { // wrappers are few; a cycle is not followed forever
-		switch r.(type) {
+		switch v := r.(type) {
 		case nil:
 			return fmt.Errorf("%w: it has none", ErrOtherRetryer)
 		case *Retryer:
+			if v == nil {
+				return errNilRetryer{}
+			}
 			return nil
 		}
 		v := reflect.ValueOf(r)

@@ -36,7 +36,7 @@ const (
 // verdict is what the Retryer makes of an attempt's error.
 type verdict struct {
 	retry   bool          // the SDK's classifiers retry it, and it is safe to repeat
-	maybe   bool          // the attempt may have been applied and the operation writes
+	maybe   bool          // the attempt may have been applied and the operation writes (MarkSafe or not)
 	hint    time.Duration // x-amz-retry-after
 	hasHint bool
 }
@@ -46,7 +46,7 @@ type verdict struct {
 func judge(err error, c Class, marked bool) verdict {
 	var v verdict
 	o := applied(err)
-	v.maybe = o == maybeApplied && c != ReadOnly && !marked
+	v.maybe = o == maybeApplied && c != ReadOnly
 	v.retry = sdkRetryable.IsErrorRetryable(err).Bool() && (o == notApplied || c != Unsafe || marked)
 	v.hint, v.hasHint = retryAfter(err)
 	return v
@@ -55,8 +55,19 @@ func judge(err error, c Class, marked bool) verdict {
 // applied tells what is known of whether the attempt that failed with err
 // was applied.
 func applied(err error) outcome {
+	// The transport failed before any answer. The SDK still wraps this
+	// error in a ResponseError, around an empty response of status 0, so
+	// it is looked for first.
+	var se *smithyhttp.RequestSendError
+	if errors.As(err, &se) {
+		var op *net.OpError
+		if errors.As(se.Err, &op) && op.Op == "dial" {
+			return notApplied // no connection was made
+		}
+		return maybeApplied
+	}
 	var re *smithyhttp.ResponseError
-	if errors.As(err, &re) && re.Response != nil && re.Response.Response != nil {
+	if errors.As(err, &re) && re.Response != nil && re.Response.Response != nil && re.HTTPStatusCode() != 0 {
 		code := re.HTTPStatusCode()
 		switch {
 		case sdkThrottle.IsErrorThrottle(err).Bool(), code == 429, code == 503:
@@ -65,14 +76,6 @@ func applied(err error) outcome {
 			return notApplied // refused: validation, conditions, auth, clock skew
 		}
 		return maybeApplied // 5xx (S3's 200 with an error body is rewritten as 500), 2xx, 3xx
-	}
-	var se *smithyhttp.RequestSendError
-	if errors.As(err, &se) {
-		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
-			return notApplied
-		}
-		return maybeApplied
 	}
 	var ce interface{ CanceledError() bool }
 	if errors.As(err, &ce) && ce.CanceledError() || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

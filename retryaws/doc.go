@@ -23,8 +23,9 @@
 //	                   MaxAttempts is applied by GetRetryToken, so that a call that
 //	                   used its attempts up ends with retrykit's error
 //	GetAttemptToken    first attempt: refuses an overridden attempt limit (below),
-//	                   Budget.RecordAttempt, Throttle.Allow (a rejected attempt waits
-//	                   and asks again as in retry.Do), EventAttempt
+//	                   Throttle.Allow (a rejected attempt waits and asks again as
+//	                   in retry.Do), Budget.RecordAttempt if it let it through,
+//	                   EventAttempt
 //	(the release)      after each attempt: Throttle.Record; on success EventDone
 //	IsErrorRetryable   returns true for every error, so that GetRetryToken decides
 //	GetRetryToken      after each failure: classification, stop rules (attempts,
@@ -50,8 +51,9 @@
 // retry.Do would have returned (Attempts, Elapsed, Reason, and the
 // context's error for ReasonContext and ReasonDeadline), so that
 // retry.IsExhausted holds and an enclosing retry.Do does not send the call
-// again. A call that wrote something and whose last attempt lost its reply
-// also matches ErrMaybeApplied.
+// again. A call that wrote something and one of whose attempts lost its
+// reply also matches ErrMaybeApplied, whatever its later attempts met. A
+// nil *Retryer refuses every call, unsent, with an error.
 //
 // # Classification
 //
@@ -66,9 +68,18 @@
 //
 //	failure                                                    Unsafe operation   other classes
 //	throttling, 429, 503, another 4xx, a clock-skew refusal    retried            retried
-//	never sent (dial error, an SDK error before sending)       retried            retried
+//	never sent (a refused dial, an SDK error before sending)   retried            retried
 //	reset, timeout, context ended after sending;
 //	500, 502, 504; a 2xx whose body could not be read          ErrMaybeApplied    retried
+//
+// An error that carries no sign of the transport (neither the SDK's
+// ResponseError nor its RequestSendError, nor a network, context or
+// deserialization error) counts as one before sending: the SDK's signing,
+// credentials and endpoint errors are such. A user's middleware or
+// interceptor after the retry loop that replaces an attempt's outcome with
+// such an error, one the SDK's classifiers retry, has an unsafe write
+// repeated although the service may have applied it: wrap the attempt's
+// error (%w) or return one that is not retryable.
 //
 // An operation's Class comes from Safety (docs/aws.md has the table for S3
 // and DynamoDB), WithClass, or MarkSafe for one call. Policy.Retryable,
@@ -122,13 +133,32 @@
 // the start of the call, the previous wait) travels in the release
 // functions the SDK is given, and from a failed attempt to GetRetryToken,
 // which the SDK calls next on the same goroutine with the same error value,
-// in a small map keyed by that error. Two calls that fail at the same
-// moment with one shared error value (a package-level error, which the SDK's
-// transport and deserializers do not return) may exchange their waits so
-// far; an error of a type that cannot be a map key restarts the call's
-// accounting from the SDK's attempt number. A wrapper around the Retryer
+// in a small map keyed by that error, each entry marked with the service,
+// the operation, MarkSafe and the SDK's attempt number. Two calls that fail
+// at the same moment with one shared error value (a package-level error
+// of a user's middleware or interceptor; the SDK's transport and
+// deserializers return fresh ones) are told apart by these marks; two
+// that also match in all of them may exchange their attempt counts and
+// waits so far, never their class. An error value that cannot be a map key
+// (one holding a slice, a map or a function) is matched by the marks
+// alone. A wrapper around the Retryer
 // whose IsErrorRetryable says false without asking it ends calls without
 // an EventDone.
+//
+// A request body that cannot be rewound (an io.Reader that is not an
+// io.Seeker, such as a pipe, given to PutObject or UploadPart) is not sent
+// again: after GetRetryToken has decided to retry and waited, the SDK ends
+// the call with its own "failed to rewind transport stream" error, which
+// carries neither the attempt's error nor ErrMaybeApplied nor
+// retry.IsExhausted, and the Observer has an EventAttempt for an attempt
+// that was not sent and no EventDone. Give such operations an
+// io.ReadSeeker.
+//
+// A context that ends in the instant between GetRetryToken's return and
+// the next attempt (after the wait, which the context ends otherwise) is
+// seen by the SDK alone: the call returns the SDK's context error without
+// the attempt's, and the Observer has an EventAttempt for an attempt that
+// was not sent and no EventDone.
 //
 // A Retryer is safe for concurrent use, and one may serve every client.
 package retryaws

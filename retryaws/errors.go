@@ -9,13 +9,16 @@ import (
 
 var (
 	// ErrMaybeApplied is matched (with errors.Is) by the error of a call
-	// that wrote something and whose last attempt lost its reply after the
-	// request was sent (connection reset or closed, timeout, context ended
-	// while waiting, a 500, 502 or 504, a 2xx whose body could not be read):
-	// the service may or may not have applied it. Such an attempt is
-	// repeated only when the operation is safe to repeat (see Safety);
-	// otherwise the call ends at once with this error, and the caller must
-	// find out for itself. Read-only operations never match it.
+	// that wrote something and one of whose attempts lost its reply after
+	// the request was sent (connection reset or closed, timeout, context
+	// ended while waiting, a 500, 502 or 504, a 2xx whose body could not be
+	// read): the service may or may not have applied it. Such an attempt is
+	// repeated only when the operation is safe to repeat (see Safety,
+	// MarkSafe); otherwise the call ends at once with this error, and the
+	// caller must find out for itself. Once an attempt lost its reply, the
+	// call's error matches it whatever the later attempts met (a throttling
+	// error, a failed condition): a caller must not take such a call for
+	// unapplied. Read-only operations never match it.
 	ErrMaybeApplied = errors.New("retryaws: request may have been applied")
 
 	// ErrMaxAttemptsOverride is matched by the error of a call made through
@@ -36,7 +39,8 @@ var (
 // holds and an enclosing retry loop does not retry the call again.
 type stopError struct {
 	e     retry.Error
-	maybe bool // the last attempt may have been applied
+	maybe bool // an attempt may have been applied
+	lost  bool // the last one may have been
 }
 
 // Error says why the retries stopped, without the attempt's error, which
@@ -47,10 +51,12 @@ func (s *stopError) Error() string {
 		msg += "s"
 	}
 	switch {
-	case s.maybe && s.e.Reason == retry.ReasonPermanent:
+	case s.lost && s.e.Reason == retry.ReasonPermanent:
 		return msg + ": the request may have been applied, and the operation is not safe to repeat"
-	case s.maybe:
+	case s.lost:
 		return msg + " (" + s.e.Reason.String() + "): the request may have been applied"
+	case s.maybe:
+		return msg + " (" + s.e.Reason.String() + "): an earlier attempt may have been applied"
 	}
 	return msg + " (" + s.e.Reason.String() + ")"
 }
@@ -85,3 +91,14 @@ func (e *throttledError) Error() string {
 }
 
 func (e *throttledError) Unwrap() []error { return []error{retry.ErrThrottled, e.made} }
+
+// errNilRetryer is the error of every call through a nil *Retryer.
+type errNilRetryer struct{}
+
+func (errNilRetryer) Error() string {
+	return "retryaws: the Retryer is nil (use the one New returns, after checking its error); the call was not sent"
+}
+
+// Exhausted reports true: an enclosing retry loop must not send the call
+// again.
+func (errNilRetryer) Exhausted() bool { return true }

@@ -1,6 +1,10 @@
 package retryaws
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // DefaultMaxServerDelay is the longest wait a service may ask for through
 // x-amz-retry-after; a service that asks for more gets its error returned
@@ -22,9 +26,13 @@ func (f optionFunc) apply(c *config) { f(c) }
 // whose UpdateItem calls only SET fixed values, or WithClass(ServiceS3,
 // Unsafe, "PutObject") for one that must not overwrite a newer object. A
 // later WithClass for the same operation wins. MarkSafe does the same for
-// one call.
+// one call. A Class other than the four constants makes New fail.
 func WithClass(service string, c Class, operations ...string) Option {
 	return optionFunc(func(cf *config) {
+		if c > Token {
+			cf.err = errors.Join(cf.err, fmt.Errorf("retryaws: WithClass(%q, Class(%d), ...): not a Class", service, uint8(c)))
+			return
+		}
 		if cf.classes == nil {
 			cf.classes = make(map[opKey]Class)
 		}
@@ -47,6 +55,7 @@ type opKey struct{ service, operation string }
 type config struct {
 	classes        map[opKey]Class
 	maxServerDelay time.Duration
+	err            error // of an option given a bad value
 }
 
 func newConfig(opts []Option) config {

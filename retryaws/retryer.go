@@ -43,7 +43,8 @@ type Retryer struct {
 
 var _ aws.RetryerV2 = (*Retryer)(nil)
 
-// New returns a Retryer that retries as p says, or p.Validate's error.
+// New returns a Retryer that retries as p says, or p.Validate's error, or
+// the error of an option given a bad value.
 // With no options it retries what the SDK's standard retryer retries,
 // repeats after a lost reply only what Safety (or MarkSafe) says is safe,
 // and honours x-amz-retry-after up to DefaultMaxServerDelay.
@@ -51,7 +52,11 @@ func New(p retry.Policy, opts ...Option) (*Retryer, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return &Retryer{p: p, c: newConfig(opts)}, nil
+	c := newConfig(opts)
+	if c.err != nil {
+		return nil, c.err
+	}
+	return &Retryer{p: p, c: c}, nil
 }
 
 // maxAttempts is the policy's attempt limit, its default resolved.
@@ -92,12 +97,16 @@ func nopRelease(error) error { return nil }
 
 // GetAttemptToken is called by the SDK before each attempt. For the first
 // attempt of a call it refuses a client whose attempt limit the SDK
-// overrides (ErrMaxAttemptsOverride), counts the attempt with the
-// policy's Budget, asks the Throttle (a rejected first attempt waits and
-// asks again as in retry.Do, until the Throttle lets one through or a stop
-// rule ends the call) and tells the Observer EventAttempt. Retries were
-// accounted by GetRetryToken.
+// overrides (ErrMaxAttemptsOverride), asks the Throttle (a rejected first
+// attempt waits and asks again as in retry.Do, until the Throttle lets one
+// through or a stop rule ends the call; the attempts then sent are
+// retries, which earn the Budget nothing), counts a first attempt it let
+// through with the policy's Budget, and tells the Observer EventAttempt.
+// Retries were accounted by GetRetryToken.
 func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error) {
+	if r == nil {
+		return nil, errNilRetryer{}
+	}
 	attempt, limit := sdkAttempt(ctx)
 	if attempt > 1 {
 		return nopRelease, nil
@@ -106,19 +115,22 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 		return nil, &overrideError{max: limit}
 	}
 	c := r.newCall(ctx)
+	c.sdkN = 1
 	p := &r.p
-	if p.Budget != nil {
-		p.Budget.RecordAttempt()
-	}
 	if p.MaxElapsed > 0 {
 		c.start = time.Now()
 	}
 	if p.Throttle != nil && !p.Throttle.Allow() {
+		// As in retry.Do, the attempts sent after a rejected first one are
+		// retries, granted by the Budget: the call earns it nothing.
 		c.emit(ctx, retry.Event{Kind: retry.EventThrottled, Attempt: 1, Err: retry.ErrThrottled})
 		if err := c.retry(ctx, retry.ErrThrottled, verdict{retry: true}); err != nil {
 			return nil, err
 		}
 		return c.release, nil
+	}
+	if p.Budget != nil {
+		p.Budget.RecordAttempt()
 	}
 	c.emit(ctx, retry.Event{Kind: retry.EventAttempt, Attempt: 1})
 	return c.release, nil
@@ -129,17 +141,22 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 // context), asks the Throttle and returns; otherwise it returns the error
 // that the SDK joins to the attempt's (see the package documentation).
 func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) error, error) {
-	c := r.unpark(opErr)
+	if r == nil {
+		return nil, errNilRetryer{}
+	}
+	k := r.newCall(ctx) // what the context says of the call: its key in r.parked
+	k.sdkN, _ = sdkAttempt(ctx)
+	c := r.unpark(opErr, k)
 	if c == nil {
 		// Called outside the SDK's loop, or the attempt's state was not
 		// kept (see park): decide with what the SDK says of the attempt.
-		c = r.newCall(ctx)
-		c.n, _ = sdkAttempt(ctx)
-		c.n = max(c.n, 1)
+		c = k
+		c.n = max(c.sdkN, 1)
 	}
 	if err := c.decide(ctx, opErr); err != nil {
 		return nil, err
 	}
+	c.sdkN++
 	return c.release, nil
 }
 
@@ -148,18 +165,23 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 // between a failed attempt and the SDK's GetRetryToken in r.parked.
 type call struct {
 	r         *Retryer
+	service   string // the SDK's service ID
+	operation string
 	class     Class
 	marked    bool          // MarkSafe
+	maybe     bool          // an attempt may have been applied (see judge)
+	sdkN      int           // the SDK's number of the attempt being made
 	n         int           // attempts made (sent or rejected by the Throttle)
 	prev      time.Duration // the previous computed wait
 	waited    time.Duration // total of the waits
 	start     time.Time     // start of the call (MaxElapsed) or of the first failure
+	lostAt    time.Time     // the first failure that may have been applied
 	nextInMap *call         // another call parked under the same error value
 }
 
 func (r *Retryer) newCall(ctx context.Context) *call {
-	c := &call{r: r, n: 1}
-	c.class = r.c.class(awsmiddle.GetServiceID(ctx), awsmiddle.GetOperationName(ctx))
+	c := &call{r: r, n: 1, service: awsmiddle.GetServiceID(ctx), operation: awsmiddle.GetOperationName(ctx)}
+	c.class = r.c.class(c.service, c.operation)
 	c.marked = markedSafe(ctx)
 	return c
 }
@@ -191,11 +213,12 @@ const maxParked = 1 << 14
 // release and GetRetryToken one after the other on the goroutine of the
 // call, with the same error value (GetRetryToken's possibly wrapped by the
 // SDK's clock-skew error), so the error's identity finds the call again.
-// An error whose type cannot be a map key is not kept: GetRetryToken then
-// starts from what the SDK tells of the attempt.
+// An error value that cannot be a map key is kept under unhashable{}, and
+// found again by the call's marks alone (see unpark).
 func (r *Retryer) park(err error, c *call) {
-	if !reflect.TypeOf(err).Comparable() {
-		return
+	var key any = err
+	if !hashable(reflect.ValueOf(err)) {
+		key = unhashable{}
 	}
 	r.mu.Lock()
 	if r.parked == nil {
@@ -204,31 +227,75 @@ func (r *Retryer) park(err error, c *call) {
 	if len(r.parked) >= maxParked {
 		clear(r.parked)
 	}
-	c.nextInMap = r.parked[err]
-	r.parked[err] = c
+	c.nextInMap = r.parked[key]
+	r.parked[key] = c
 	r.mu.Unlock()
 }
 
+// unhashable is the key in Retryer.parked of the calls whose error
+// cannot be one.
+type unhashable struct{}
+
 // unpark returns and forgets the call parked under err, or under an error
-// that err wraps, or nil.
-func (r *Retryer) unpark(err error) *call {
+// that err wraps, that k (made from GetRetryToken's context) describes:
+// the same operation, MarkSafe or not, at the same SDK attempt. Two calls
+// that failed with one shared error value are told apart so, as far as
+// the SDK lets them be: two calls that match in all of these may exchange
+// their counts and waits, never their class.
+func (r *Retryer) unpark(err error, k *call) *call {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		if !reflect.TypeOf(e).Comparable() {
-			continue
+	for e, top := err, true; e != nil; e, top = errors.Unwrap(e), false {
+		var key any = e
+		if !hashable(reflect.ValueOf(e)) {
+			if !top {
+				continue
+			}
+			key = unhashable{}
 		}
-		if c := r.parked[e]; c != nil {
-			if c.nextInMap != nil {
-				r.parked[e] = c.nextInMap
-			} else {
-				delete(r.parked, e)
+		var prev *call
+		for c := r.parked[key]; c != nil; prev, c = c, c.nextInMap {
+			if c.service != k.service || c.operation != k.operation || c.marked != k.marked || c.sdkN != k.sdkN {
+				continue
+			}
+			switch {
+			case prev != nil:
+				prev.nextInMap = c.nextInMap
+			case c.nextInMap != nil:
+				r.parked[key] = c.nextInMap
+			default:
+				delete(r.parked, key)
 			}
 			c.nextInMap = nil
 			return c
 		}
 	}
 	return nil
+}
+
+// hashable reports whether v can be a map key without a panic: a
+// comparable type is not enough when an interface inside holds a slice, a
+// map or a function.
+func hashable(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Invalid, reflect.Slice, reflect.Map, reflect.Func:
+		return false
+	case reflect.Interface:
+		return v.IsNil() || hashable(v.Elem())
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if !hashable(v.Field(i)) {
+				return false
+			}
+		}
+	case reflect.Array:
+		for i := range v.Len() {
+			if !hashable(v.Index(i)) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // decide handles the failure of attempt c.n with err, as retry.Do would:
@@ -242,6 +309,10 @@ func (c *call) decide(ctx context.Context, err error) error {
 	}
 	elapsed := now.Sub(c.start)
 	v := judge(err, c.class, c.marked)
+	c.maybe = c.maybe || v.maybe
+	if v.maybe && c.lostAt.IsZero() {
+		c.lostAt = now
+	}
 	switch {
 	case retry.IsExhausted(err) && !p.RetryExhausted:
 		return c.stop(ctx, err, retry.ReasonExhausted, elapsed, v.maybe)
@@ -292,6 +363,11 @@ func (c *call) retry(ctx context.Context, err error, v verdict) error {
 		if p.MaxElapsed > 0 && d >= p.MaxElapsed-elapsed {
 			return c.stop(ctx, err, retry.ReasonTimeBudget, elapsed, v.maybe)
 		}
+		if c.class == Token && !c.marked && !c.lostAt.IsZero() && d >= TokenWindow-time.Since(c.lostAt) {
+			// The service would no longer know the token of the attempt
+			// that may have been applied.
+			return c.stop(ctx, err, retry.ReasonTimeBudget, elapsed, v.maybe)
+		}
 		if dl, ok := ctx.Deadline(); ok && d > 0 && d >= time.Until(dl) {
 			// As retry.Do: a wait that ends at or past the deadline would
 			// leave the attempt no time.
@@ -336,22 +412,24 @@ func sleep(ctx context.Context, d time.Duration) (time.Duration, error) {
 	return d, ctx.Err()
 }
 
-func (c *call) stop(ctx context.Context, err error, reason retry.Reason, elapsed time.Duration, maybe bool) error {
+func (c *call) stop(ctx context.Context, err error, reason retry.Reason, elapsed time.Duration, lost bool) error {
 	var cause error
 	if reason == retry.ReasonContext {
 		cause = ctx.Err()
 	}
-	return c.stopCause(ctx, err, reason, cause, elapsed, maybe)
+	return c.stopCause(ctx, err, reason, cause, elapsed, lost)
 }
 
 // stopCause ends the call: it tells the Observer EventDone and returns the
-// error the SDK joins to the attempt's.
-func (c *call) stopCause(ctx context.Context, err error, reason retry.Reason, cause error, elapsed time.Duration, maybe bool) error {
+// error the SDK joins to the attempt's. lost says that the last attempt
+// may have been applied; the error matches ErrMaybeApplied when any
+// attempt may have been (c.maybe).
+func (c *call) stopCause(ctx context.Context, err error, reason retry.Reason, cause error, elapsed time.Duration, lost bool) error {
 	last := err
 	if reason == retry.ReasonPermanent {
 		last = retry.Permanent(err)
 	}
-	s := &stopError{e: retry.Error{Attempts: c.n, Elapsed: elapsed, Reason: reason, Err: last, Cause: cause}, maybe: maybe}
+	s := &stopError{e: retry.Error{Attempts: c.n, Elapsed: elapsed, Reason: reason, Err: last, Cause: cause}, maybe: c.maybe || lost, lost: lost}
 	if p := &c.r.p; p.Observer != nil {
 		p.Observer.Observe(ctx, retry.Event{Kind: retry.EventDone, Attempt: c.n, MaxAttempts: c.r.maxAttempts(), Err: &s.e, Reason: reason, Waited: c.waited, Elapsed: elapsed})
 	}

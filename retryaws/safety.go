@@ -3,6 +3,7 @@ package retryaws
 import (
 	"context"
 	"strings"
+	"time"
 )
 
 // Class says whether an operation may be sent again after an attempt lost
@@ -34,9 +35,19 @@ const (
 	// once per call, before its retry loop, so every attempt sends the same
 	// token and the service applies the call at most once (S3 RenameObject;
 	// DynamoDB TransactWriteItems, ExecuteTransaction, ImportTable,
-	// ExportTableToPointInTime, StartBulkPutItems).
+	// ExportTableToPointInTime, StartBulkPutItems), as long as it still
+	// knows the token: no repeat is sent TokenWindow or later after an
+	// attempt that may have been applied (the call ends with
+	// ErrMaybeApplied and retry.ReasonTimeBudget instead).
 	Token
 )
+
+// TokenWindow is how long after an attempt of a Token operation that may
+// have been applied (its reply lost) the Retryer still sends a repeat with
+// the same token: DynamoDB treats a token as new 10 minutes after the
+// first request that used it completed, and this leaves a minute for the
+// time between that completion and the client's seeing the failure.
+const TokenWindow = 9 * time.Minute
 
 // String returns the class's name in lower case ("read-only").
 func (c Class) String() string {
@@ -83,7 +94,8 @@ func Safety(service, operation string) Class {
 // MarkSafe returns a context that makes a call safe to repeat after a lost
 // reply whatever its operation's class: use it for a call that the
 // application knows is idempotent, such as an UpdateItem that only SETs
-// fixed values:
+// fixed values (if such a call still fails after a lost reply, its error
+// matches ErrMaybeApplied, as for any write):
 //
 //	out, err := db.UpdateItem(retryaws.MarkSafe(ctx), in)
 func MarkSafe(ctx context.Context) context.Context {

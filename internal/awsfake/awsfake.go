@@ -29,6 +29,9 @@ type Answer struct {
 	// CopyObject and CompleteMultipartUpload), after applying the request.
 	S3Body200Error bool
 	Drop           bool // apply the request, then reset the connection: the reply is lost
+	// Truncate: apply the request, send the status, the headers and half
+	// the body, then reset the connection: the reply is cut short.
+	Truncate bool
 	// Hold: apply the request, then answer only once the client gave up
 	// on it (its context ended), or after 10 s.
 	Hold bool
@@ -154,20 +157,20 @@ func (f *Fake) Item(pk string) int64 {
 
 // serve handles one request: it returns the status, headers and body of
 // the reply, and drop when the connection must be reset instead.
-func (f *Fake) serve(r *http.Request) (status int, h http.Header, body []byte, drop bool) {
-	status, h, body, drop, hold := f.apply(r)
+func (f *Fake) serve(r *http.Request) (status int, h http.Header, body []byte, drop, truncate bool) {
+	status, h, body, drop, truncate, hold := f.apply(r)
 	if hold {
 		select {
 		case <-r.Context().Done():
 		case <-time.After(10 * time.Second):
 		}
 	}
-	return status, h, body, drop
+	return status, h, body, drop, truncate
 }
 
 // apply is serve up to the reply; hold says the reply must wait for the
 // client to give up.
-func (f *Fake) apply(r *http.Request) (status int, h http.Header, body []byte, drop, hold bool) {
+func (f *Fake) apply(r *http.Request) (status int, h http.Header, body []byte, drop, truncate, hold bool) {
 	if r.Body != nil {
 		body, _ = io.ReadAll(r.Body)
 	}
@@ -208,10 +211,10 @@ func (f *Fake) apply(r *http.Request) (status int, h http.Header, body []byte, d
 		if dynamo {
 			h.Set("Content-Type", "application/x-amz-json-1.0")
 			b, _ := json.Marshal(map[string]string{"__type": "com.amazonaws.dynamodb.v20120810#" + a.Code, "message": "fake " + a.Code})
-			return a.Status, h, b, false, false
+			return a.Status, h, b, false, false, false
 		}
 		h.Set("Content-Type", "application/xml")
-		return a.Status, h, s3Error(a.Code), false, false
+		return a.Status, h, s3Error(a.Code), false, false, false
 	}
 	f.applied[op]++
 	if dynamo {
@@ -223,10 +226,10 @@ func (f *Fake) apply(r *http.Request) (status int, h http.Header, body []byte, d
 	if a.S3Body200Error {
 		body = s3Error("InternalError")
 	}
-	if a.Drop {
+	if a.Drop || a.Truncate {
 		f.dropped[op]++
 	}
-	return status, h, body, a.Drop, a.Hold
+	return status, h, body, a.Drop, a.Truncate, a.Hold
 }
 
 func s3Error(code string) []byte {
@@ -317,15 +320,9 @@ func (f *Fake) dynamo(op string, body []byte) (int, []byte) {
 // ServeHTTP serves the fake over a real connection; a dropped reply
 // resets the connection after the request was applied.
 func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	status, h, body, drop := f.serve(r)
+	status, h, body, drop, truncate := f.serve(r)
 	if drop {
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err == nil {
-			if tc, ok := conn.(*net.TCPConn); ok {
-				tc.SetLinger(0) // RST, not FIN
-			}
-			conn.Close()
-		}
+		reset(w)
 		return
 	}
 	for k, v := range h {
@@ -334,23 +331,52 @@ func (f *Fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.Get("Date") == "" && !f.SkewAt.IsZero() {
 		w.Header().Set("Date", f.SkewAt.UTC().Format(http.TimeFormat))
 	}
+	if truncate {
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(status)
+		w.Write(body[:len(body)/2])
+		reset(w) // flushes what was written first
+		return
+	}
 	w.WriteHeader(status)
 	w.Write(body)
+}
+
+// reset takes the connection of w over and resets it (RST, not FIN).
+func reset(w http.ResponseWriter) {
+	conn, _, err := w.(http.Hijacker).Hijack()
+	if err == nil {
+		if tc, ok := conn.(*net.TCPConn); ok {
+			tc.SetLinger(0)
+		}
+		conn.Close()
+	}
 }
 
 // Client is an in-memory HTTP client for the SDK (its Options.HTTPClient)
 // that serves requests with the fake, for tests that run in a synctest
 // bubble; a dropped reply is a connection reset after the request was
-// applied.
+// applied, a truncated one a reset while its body is read.
 type Client struct{ F *Fake }
 
 func (m Client) Do(r *http.Request) (*http.Response, error) {
-	status, h, body, drop := m.F.serve(r)
+	status, h, body, drop, truncate := m.F.serve(r)
 	if drop {
 		return nil, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
 	}
 	if h.Get("Date") == "" {
 		h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
 	}
-	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: r}, nil
+	var rd io.Reader = bytes.NewReader(body)
+	if truncate {
+		rd = io.MultiReader(bytes.NewReader(body[:len(body)/2]), failReader{})
+	}
+	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(rd), ContentLength: int64(len(body)), Request: r}, nil
+}
+
+// failReader is the rest of a body whose connection was reset.
+type failReader struct{}
+
+func (failReader) Read([]byte) (int, error) {
+	return 0, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
 }
