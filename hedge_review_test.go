@@ -1,0 +1,94 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/retrykit/retry"
+)
+
+// A panic in a burst's first copy, which runs on the caller's goroutine,
+// propagates only once the hedges in flight have returned (no copy
+// outlives the call), and the first copy's own context is ended.
+func TestHedgePanicInFirstCopyWaitsForHedges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			first    context.Context
+			returned atomic.Bool // the hedge returned
+		)
+		func() {
+			defer func() {
+				if r := recover(); r != "boom" {
+					t.Errorf("recovered %v, want boom", r)
+				}
+			}()
+			retry.Hedge(t.Context(), retry.Policy{}, fixed(t, ms(10), 0), func(ctx context.Context) error {
+				if retry.HedgeAttempt(ctx) == 1 {
+					first = ctx
+					time.Sleep(ms(15)) // the hedge is sent at 10ms
+					panic("boom")
+				}
+				<-ctx.Done()
+				time.Sleep(time.Second) // a copy slow to unwind
+				returned.Store(true)
+				return ctx.Err()
+			})
+			t.Error("Hedge returned")
+		}()
+		if !returned.Load() {
+			t.Error("the panic reached the caller while a hedge was still running")
+		}
+		if first == nil || first.Err() == nil {
+			t.Error("the first copy's context was not ended")
+		}
+		time.Sleep(2 * time.Second) // let a hedge left running end before the bubble does
+	})
+}
+
+// MaxElapsed bounds the copies as it bounds Do's attempts: no copy is sent
+// once the time budget is spent (with an AttemptTimeout it would have 1 ns
+// and count as a timeout for the Throttle).
+func TestHedgeMaxElapsedStopsHedges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &script{after: func(int) time.Duration { return ms(500) }, result: func(int) error { return errHedge }}
+		p := retry.Policy{MaxElapsed: ms(100), Initial: retry.Immediate}
+		err := retry.Hedge(t.Context(), p, fixed(t, ms(60), 0), s.op)
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Reason != retry.ReasonTimeBudget || re.Attempts != 2 {
+			t.Errorf("Hedge = %v, want 2 attempts and ReasonTimeBudget", err)
+		}
+		if len(s.started) != 2 {
+			t.Errorf("copies started at %v, want [0s 60ms]: none past MaxElapsed (100ms)", s.started)
+		}
+	})
+}
+
+// A server's pushback seen in a burst holds for the retry after it, even
+// when a copy that failed later without one set the burst's last error.
+func TestHedgePushbackHoldsForTheRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &script{
+			after: func(n int) time.Duration { return map[int]time.Duration{1: ms(50), 2: ms(70), 3: ms(1)}[n] },
+			result: func(n int) error {
+				switch n {
+				case 1:
+					return retry.After(errHedge, time.Second)
+				case 2:
+					return errHedge
+				}
+				return nil
+			},
+		}
+		p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 3}
+		if err := retry.Hedge(t.Context(), p, fixed(t, ms(10), 2), s.op); err != nil {
+			t.Fatal(err)
+		}
+		if len(s.started) != 3 || s.started[2] < ms(1050) {
+			t.Errorf("copies started at %v, want the third one second or more after the pushback (at 50ms)", s.started)
+		}
+	})
+}
