@@ -39,10 +39,12 @@ func (c *call) hedged() (*http.Response, error) {
 	if c.req.Body != nil && !c.bodyUsed {
 		c.req.Body.Close() // every copy sent a body of its own (GetBody)
 	}
-	// Every copy has returned: close the responses of those that lost.
+	// Every copy has returned: close the responses of those that lost,
+	// without reading them (a server may stall a body; closing ends the
+	// copy's request and frees its connection).
 	for _, r := range hs.won {
-		if r != resp || err != nil {
-			discard(r)
+		if (r != resp || err != nil) && r.Body != nil {
+			r.Body.Close()
 		}
 	}
 	if resp != nil && err != nil {
@@ -70,9 +72,10 @@ func (c *call) hedged() (*http.Response, error) {
 
 // hedgeCopy sends one copy, numbered by its context. The request runs on a
 // context of its own, a child of the caller's, which the copy's context
-// ends until the response headers arrive; after that only closing the
-// body ends it, so that the winner's body stays readable once
-// retry.HedgeValue has ended the copy's context.
+// ends until the response is judged (the body of a retryable answer is
+// drained under it); after that only closing the body ends it, so that the
+// winner's body stays readable once retry.HedgeValue has ended the copy's
+// context.
 func (c *call) hedgeCopy(cctx context.Context, hs *hedgeState) (*http.Response, error) {
 	n := retry.HedgeAttempt(cctx)
 	var body io.ReadCloser
@@ -113,6 +116,16 @@ func (c *call) hedgeCopy(cctx context.Context, hs *hedgeState) (*http.Response, 
 	if err != nil {
 		resp = nil // a Base that returned both breaks the contract
 	}
+	retryable := err == nil && c.t.retryStatus(resp.StatusCode)
+	if retryable {
+		// Read the body (bounded) and close it now, so that the
+		// connection is free, while the copy's context still ends the
+		// request: a server stalling the body cannot hold a copy that
+		// lost or ran out of its AttemptTimeout (nor the call, which
+		// waits for every copy). The response is kept, in case it is the
+		// last answer.
+		drainClose(resp)
+	}
 	if !stop() {
 		// The copy's context ended first: it lost, the caller cancelled,
 		// or its AttemptTimeout ran out. Its answer, if any, is closed.
@@ -134,7 +147,7 @@ func (c *call) hedgeCopy(cctx context.Context, hs *hedgeState) (*http.Response, 
 		}
 		return nil, retry.Permanent(e)
 	}
-	if !c.t.retryStatus(resp.StatusCode) {
+	if !retryable {
 		if n > 1 {
 			if resp.Header == nil {
 				resp.Header = make(http.Header, 1)
@@ -151,11 +164,7 @@ func (c *call) hedgeCopy(cctx context.Context, hs *hedgeState) (*http.Response, 
 		hs.mu.Unlock()
 		return resp, nil
 	}
-	// A retryable status: read the body (bounded) and close it now, so
-	// that the connection is free; the response is kept, in case it is
-	// the last answer.
-	drainClose(resp)
-	cancel()
+	cancel() // a retryable status, its body drained above
 	e := &statusError{resp: resp, method: r.Method, url: r.URL, attempt: n}
 	if n > 1 {
 		if resp.Header == nil {

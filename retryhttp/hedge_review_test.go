@@ -1,0 +1,118 @@
+package retryhttp_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retryhttp"
+)
+
+// stallServer answers attempt 1 with headers of code1 and then a body it
+// never finishes (it waits for the client to go, 10 s at most), and the
+// other attempts with 200 "winner" once release is closed.
+func stallServer(t *testing.T, code1 int, release <-chan struct{}) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(retryhttp.HeaderAttempt) == "" {
+			w.WriteHeader(code1)
+			io.WriteString(w, "partial")
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second):
+			}
+			return
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		io.WriteString(w, "winner")
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// hedgeWinsSoon GETs url through tr and fails the test unless RoundTrip
+// returns within 3 s (a stalled body would hold it 10 s) with the hedge's
+// answer.
+func hedgeWinsSoon(t *testing.T, tr *retryhttp.Transport, url string) {
+	t.Helper()
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		resp, err := tr.RoundTrip(req)
+		ch <- result{resp, err}
+	}()
+	var resp *http.Response
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		resp = r.resp
+	case <-time.After(3 * time.Second):
+		t.Fatal("RoundTrip held by a loser's stalled body after the hedge won")
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "winner" || retryhttp.Attempts(resp) != 2 {
+		t.Errorf("got %q attempt %d, want the hedge's answer", b, retryhttp.Attempts(resp))
+	}
+}
+
+// A copy whose retryable answer (503) has a body the server stalls is
+// reading that body when the hedge wins: it is a loser, cancelled at
+// once, and RoundTrip returns the winner without waiting for the stall.
+func TestHedgeLoserStalledRetryableBody(t *testing.T) {
+	release := make(chan struct{})
+	srv := stallServer(t, http.StatusServiceUnavailable, release)
+	var once sync.Once
+	tr := &retryhttp.Transport{Hedge: hedger(t, 10*time.Millisecond, 2),
+		RetryStatus: func(code int) bool {
+			if code == http.StatusServiceUnavailable {
+				once.Do(func() { close(release) }) // the 503's headers are in: let the hedge answer
+			}
+			return retryhttp.DefaultRetryStatus(code)
+		}}
+	hedgeWinsSoon(t, tr, srv.URL)
+}
+
+// A copy whose success (203) arrives just as the hedge's success (200)
+// wins, with a body the server stalls, is a loser: its response is closed
+// without waiting for the stall.
+func TestHedgeLoserStalledSuccessBody(t *testing.T) {
+	release := make(chan struct{})
+	srv := stallServer(t, http.StatusNonAuthoritativeInfo, release)
+	won := make(chan struct{})
+	obs := retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+		if e.Kind == retry.EventHedgeWon {
+			close(won)
+		}
+	})
+	var once sync.Once
+	tr := &retryhttp.Transport{Hedge: hedger(t, 10*time.Millisecond, 2), Policy: retry.Policy{Observer: obs},
+		RetryStatus: func(code int) bool {
+			if code == http.StatusNonAuthoritativeInfo {
+				// The first copy's success is in hand: let the hedge win
+				// first, then hand this one back, a loser.
+				once.Do(func() { close(release) })
+				<-won
+			}
+			return retryhttp.DefaultRetryStatus(code)
+		}}
+	hedgeWinsSoon(t, tr, srv.URL)
+}
