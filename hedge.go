@@ -445,7 +445,7 @@ func (c *hedgeCall[T]) cancelOthers(n int) {
 			continue
 		}
 		if c.h.adaptive() {
-			c.h.observe(time.Since(s.start)) // at least this slow
+			c.h.observeLoser(time.Since(s.start))
 		}
 		s.cancel()
 		if p.Observer != nil {

@@ -92,3 +92,40 @@ func TestHedgePushbackHoldsForTheRetry(t *testing.T) {
 		}
 	})
 }
+
+// A loser counts toward the adaptive delay only with a time that says
+// something: a hedge cancelled 1 ms after it was sent, because the first
+// copy answered, is no sample of 1 ms. Every first copy answers in 10 or
+// 11 ms: the median delay stays there, never falling toward the floor
+// (which would hedge every call).
+func TestHedgeAdaptiveIgnoresShortLosers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, err := retry.NewHedger(retry.HedgeConfig{Quantile: 0.5, WarmUp: 8, Samples: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		call := func(first time.Duration) {
+			retry.Hedge(t.Context(), retry.Policy{}, h, func(ctx context.Context) error {
+				d := first
+				if retry.HedgeAttempt(ctx) > 1 {
+					d = time.Second
+				}
+				select {
+				case <-time.After(d):
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			})
+		}
+		for range 8 {
+			call(ms(10))
+		}
+		for i := range 8 {
+			call(ms(11)) // a hedge at 10ms, which loses 1ms later
+			if d, _ := h.Delay(); d < ms(10) {
+				t.Fatalf("after call %d: Delay = %v, want 10ms or more", i+1, d)
+			}
+		}
+	})
+}

@@ -173,10 +173,21 @@ func (h *Hedger) Delay() (time.Duration, bool) {
 	return d, d > 0
 }
 
-// observe records the latency d of an attempt: one that succeeded, or one
-// cancelled because another copy won (then d is a lower bound of its
-// latency, which keeps the quantile from drifting down as hedges cut the
-// slow attempts short).
+// observeLoser records the time d that a copy cancelled in flight had
+// been outstanding, a lower bound of its latency, when it is at least the
+// current delay: it then says that the latency was above the quantile,
+// which keeps the quantile from drifting down as hedges cut the slow
+// attempts short. A shorter time (a hedge that lost soon after it was
+// sent) says nothing and would drag the quantile down: it is dropped, and
+// so is every loser's during the warm-up.
+func (h *Hedger) observeLoser(d time.Duration) {
+	if cur, ok := h.Delay(); ok && d >= cur {
+		h.observe(d)
+	}
+}
+
+// observe records the latency d of an attempt that succeeded, or the
+// lower bound of one that observeLoser keeps.
 func (h *Hedger) observe(d time.Duration) {
 	h.mu.Lock()
 	if h.w.Size == 0 {

@@ -269,7 +269,7 @@ func RunHedge(ctx context.Context, s HedgeScenario) (HedgeResult, error) {
 			ad.observe(e.at - r.starts[r.winner])
 			for k := int8(0); k < r.sent; k++ {
 				if k != r.winner {
-					ad.observe(e.at - r.starts[k]) // cancelled: at least this slow
+					ad.observeLoser(e.at - r.starts[k])
 				}
 			}
 			continue
@@ -344,6 +344,15 @@ func (a *adaptiveModel) delay() (int64, bool) {
 	}
 	v := a.w.Value()
 	return v, v > 0
+}
+
+// observeLoser records a cancelled copy's time so far, a lower bound of
+// its latency, when it is at least the current delay, as retry.Hedger
+// does.
+func (a *adaptiveModel) observeLoser(d int64) {
+	if cur, ok := a.delay(); ok && d >= cur {
+		a.observe(d)
+	}
 }
 
 func (a *adaptiveModel) observe(d int64) {
