@@ -191,8 +191,11 @@ type hedgeCall[T any] struct {
 type copyState struct {
 	n      int
 	cancel context.CancelFunc
-	hedge  bool      // sent while another copy was in flight
-	start  time.Time // an adaptive Hedger's: when it was sent
+	hedge  bool // sent while another copy was in flight
+	// cancelled: cancelOthers ended its context (another copy won, or the
+	// call ended); whatever it returns then tells the Throttle nothing.
+	cancelled bool
+	start     time.Time // an adaptive Hedger's: when it was sent
 }
 
 // burst runs one burst of copies, the first on the calling goroutine, and
@@ -440,10 +443,11 @@ func (c *hedgeCall[T]) remove(n int) (copyState, bool) {
 func (c *hedgeCall[T]) cancelOthers(n int) {
 	c.disarm()
 	p := &c.p
-	for _, s := range c.copies {
+	for i, s := range c.copies {
 		if s.n == n {
 			continue
 		}
+		c.copies[i].cancelled = true
 		if c.h.adaptive() {
 			c.h.observeLoser(time.Since(s.start))
 		}
@@ -461,8 +465,10 @@ func (c *hedgeCall[T]) finish(n int, v T, err error, timedOut bool) {
 	p := &c.p
 	if decided {
 		// A loser: cancelled, or answering just after the winner. Its
-		// value is dropped; a cancelled copy tells the Throttle nothing.
-		if p.Throttle != nil && (err == nil || c.ctx.Err() == nil && !isContextErr(err)) {
+		// value is dropped; a cancelled copy tells the Throttle nothing,
+		// unless it succeeded all the same (its error need not be a
+		// context error: grpc-go's CANCELLED status wraps none).
+		if p.Throttle != nil && (err == nil || !s.cancelled && c.ctx.Err() == nil && !isContextErr(err)) {
 			p.Throttle.recordTimed(err, timedOut)
 		}
 		return
