@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -115,4 +116,46 @@ func TestHedgeLoserStalledSuccessBody(t *testing.T) {
 			return retryhttp.DefaultRetryStatus(code)
 		}}
 	hedgeWinsSoon(t, tr, srv.URL)
+}
+
+// An Idempotency-Key header whose value is empty (or blank) is no key: a
+// POST carrying only that is sent exactly once, neither hedged nor
+// retried, whatever the server answers. A nil-valued key, net/http's way
+// to mark a request idempotent without sending the header, still counts.
+func TestHedgeEmptyIdempotencyKeySentOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name, header string
+		value        []string
+		want         int
+	}{
+		{"empty", "Idempotency-Key", []string{""}, 1},
+		{"blank", "Idempotency-Key", []string{"  "}, 1},
+		{"x-empty", "X-Idempotency-Key", []string{""}, 1},
+		{"nil-valued", "Idempotency-Key", nil, 2},
+		{"keyed", "Idempotency-Key", []string{"k1"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, srv := newHedgeServerCode(t, func(n int) time.Duration {
+				if n == 1 {
+					return 100 * time.Millisecond
+				}
+				return 0
+			}, func(int) int { return http.StatusServiceUnavailable })
+			tr := &retryhttp.Transport{Hedge: hedger(t, 10*time.Millisecond, 2),
+				Policy: retry.Policy{MaxAttempts: 2, Initial: retry.Immediate}}
+			defer tr.CloseIdleConnections()
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, strings.NewReader("payload"))
+			req.Header[tc.header] = tc.value
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			s.wait(t, tc.want)
+			time.Sleep(50 * time.Millisecond) // a copy sent after all would reach the server now
+			if got := s.seen(); len(got) != tc.want {
+				t.Errorf("server saw attempts %v, want %d", got, tc.want)
+			}
+		})
+	}
 }
