@@ -129,3 +129,16 @@ func TestHedgeAdaptiveIgnoresShortLosers(t *testing.T) {
 		}
 	})
 }
+
+// A Samples too large to allocate is refused by NewHedger, not a panic
+// (or an out-of-memory crash) at the first latency recorded.
+func TestNewHedgerRejectsHugeSamples(t *testing.T) {
+	for _, n := range []int{1<<20 + 1, 1 << 40, int(^uint(0) >> 1)} {
+		if h, err := retry.NewHedger(retry.HedgeConfig{Samples: n}); err == nil || h != nil {
+			t.Errorf("NewHedger(Samples: %d) = %v, %v; want an error", n, h, err)
+		}
+	}
+	if _, err := retry.NewHedger(retry.HedgeConfig{Samples: 1 << 20}); err != nil {
+		t.Errorf("NewHedger(Samples: 1<<20) = %v, want it accepted", err)
+	}
+}

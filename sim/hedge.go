@@ -203,8 +203,8 @@ func cmp0[T comparable](v, def T) T {
 // percentiles and the extra load. It is deterministic for a given s. The
 // adaptive rule is retry.Hedger's, re-implemented in virtual time: the
 // delay is the Quantile of the last Samples latencies (a winner's, and a
-// cancelled copy's time so far), recomputed every Samples/16, with the
-// floor and the warm-up.
+// cancelled copy's time so far when at least the current delay),
+// recomputed every Samples/16, with the floor and the warm-up.
 func RunHedge(ctx context.Context, s HedgeScenario) (HedgeResult, error) {
 	hc, err := s.resolve()
 	if err != nil {
