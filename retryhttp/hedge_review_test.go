@@ -159,3 +159,45 @@ func TestHedgeEmptyIdempotencyKeySentOnce(t *testing.T) {
 		})
 	}
 }
+
+// Over one HTTP/2 connection (MaxConnsPerHost 1) the winner's large body,
+// sent slowly, stays readable after RoundTrip returns, the loser's stream
+// (stuck before its headers) reset; the calls that follow go through the
+// same connection.
+func TestHedgeHTTP2WinnerLargeSlowBody(t *testing.T) {
+	const chunk, chunks = 64 << 10, 16 // 1 MiB, beyond HTTP/2's initial windows
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(retryhttp.HeaderAttempt) == "" {
+			<-r.Context().Done() // the first copy never answers
+			return
+		}
+		for range chunks {
+			if _, err := w.Write(make([]byte, chunk)); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			time.Sleep(2 * time.Millisecond)
+		}
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	base := srv.Client().Transport.(*http.Transport).Clone()
+	base.MaxConnsPerHost = 1
+	defer base.CloseIdleConnections()
+	tr := &retryhttp.Transport{Base: base, Hedge: hedger(t, 10*time.Millisecond, 2)}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for i := range 3 {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 || err != nil || n != chunk*chunks || retryhttp.Attempts(resp) != 2 {
+			t.Fatalf("call %d: %s, read %d bytes (%v), attempt %d; want HTTP/2, %d bytes from the hedge", i, resp.Proto, n, err, retryhttp.Attempts(resp), chunk*chunks)
+		}
+	}
+}
