@@ -15,10 +15,13 @@ import (
 
 // hedgeable reports whether req may be sent as several copies at once: an
 // idempotent method or an idempotency key (RetryNonIdempotent does not
-// widen this: a POST without a key is never hedged), and a body that can
-// be replayed (checked by the caller).
+// widen this: a POST without a key is never hedged), no trailers, and a
+// body that can be replayed (checked by the caller). A body may set the
+// request's trailer values as it is read (see http.Request.Trailer), into
+// the one map that every copy sends: copies at once would write and read
+// it together. Such a request is retried one copy at a time.
 func hedgeable(req *http.Request) bool {
-	return idempotent(req.Method) || hasIdempotencyKey(req.Header)
+	return len(req.Trailer) == 0 && (idempotent(req.Method) || hasIdempotencyKey(req.Header))
 }
 
 // hedgeState is what the copies of one hedged RoundTrip share: the

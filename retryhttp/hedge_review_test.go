@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/retrykit/retry"
@@ -200,4 +201,79 @@ func TestHedgeHTTP2WinnerLargeSlowBody(t *testing.T) {
 			t.Fatalf("call %d: %s, read %d bytes (%v), attempt %d; want HTTP/2, %d bytes from the hedge", i, resp.Proto, n, err, retryhttp.Attempts(resp), chunk*chunks)
 		}
 	}
+}
+
+// trailerRT is an in-memory Base: it reads each copy's body to its end,
+// tracks how many copies are in it at once, and answers the first copy
+// 503 after 50 ms, the others 200 at once.
+type trailerRT struct {
+	mu            sync.Mutex
+	inFlight, max int
+	trailers      []string
+}
+
+func (rt *trailerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	rt.mu.Lock()
+	rt.inFlight++
+	rt.max = max(rt.max, rt.inFlight)
+	rt.mu.Unlock()
+	defer func() {
+		rt.mu.Lock()
+		rt.inFlight--
+		rt.mu.Unlock()
+	}()
+	io.Copy(io.Discard, r.Body)
+	r.Body.Close()
+	rt.mu.Lock()
+	rt.trailers = append(rt.trailers, r.Trailer.Get("X-Sum"))
+	rt.mu.Unlock()
+	code := http.StatusOK
+	if r.Header.Get(retryhttp.HeaderAttempt) == "" {
+		time.Sleep(50 * time.Millisecond)
+		code = http.StatusServiceUnavailable
+	}
+	return &http.Response{StatusCode: code, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+}
+
+// sumBody sets the request's X-Sum trailer when it reaches its end, as
+// http.Request.Trailer allows a body to.
+type sumBody struct {
+	io.Reader
+	trailer http.Header
+}
+
+func (b *sumBody) Read(p []byte) (int, error) {
+	n, err := b.Reader.Read(p)
+	if err == io.EOF {
+		b.trailer.Set("X-Sum", "ok")
+	}
+	return n, err
+}
+
+func (b *sumBody) Close() error { return nil }
+
+// A request with trailers is not hedged: a body may set their values as
+// it is read (http.Request.Trailer), into the one map that every copy
+// sends, which copies running at once would write and read together. It
+// is retried one copy at a time, each sending the trailer.
+func TestHedgeRequestWithTrailerNotHedged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := &trailerRT{}
+		tr := &retryhttp.Transport{Base: rt, Hedge: hedger(t, 10*time.Millisecond, 2),
+			Policy: retry.Policy{Initial: retry.Immediate}}
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, "http://127.0.0.1:1/", nil)
+		req.Trailer = http.Header{"X-Sum": nil}
+		req.GetBody = func() (io.ReadCloser, error) {
+			return &sumBody{strings.NewReader("payload"), req.Trailer}, nil
+		}
+		req.Body, _ = req.GetBody()
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || rt.max != 1 || len(rt.trailers) != 2 || rt.trailers[0] != "ok" || rt.trailers[1] != "ok" {
+			t.Errorf("status %d, %d copies at most at once, trailers %q; want 200, 1, [ok ok]", resp.StatusCode, rt.max, rt.trailers)
+		}
+	})
 }
