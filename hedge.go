@@ -501,7 +501,9 @@ func (c *hedgeCall[T]) finish(n int, v T, err error, timedOut bool) {
 		return
 	}
 	if pushback {
-		c.pushed, c.pushback = true, max(c.pushback, ra)
+		if ra > 0 {
+			c.pushed, c.pushback = true, max(c.pushback, ra)
+		}
 		c.stop = true // the server pushed back: no more hedges
 		c.disarm()
 		return

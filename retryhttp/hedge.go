@@ -29,6 +29,9 @@ func hedgeable(req *http.Request) bool {
 type hedgeState struct {
 	mu  sync.Mutex
 	won []*http.Response // every copy's successful response
+	// live counts the copies sending, or done with a success (which
+	// wins unless another did): the copies that may still win.
+	live int
 }
 
 // hedged runs c's request through retry.HedgeValue with the Transport's
@@ -79,8 +82,18 @@ func (c *call) hedged() (*http.Response, error) {
 // drained under it); after that only closing the body ends it, so that the
 // winner's body stays readable once retry.HedgeValue has ended the copy's
 // context.
-func (c *call) hedgeCopy(cctx context.Context, hs *hedgeState) (*http.Response, error) {
+func (c *call) hedgeCopy(cctx context.Context, hs *hedgeState) (resp *http.Response, err error) {
 	n := retry.HedgeAttempt(cctx)
+	hs.mu.Lock()
+	hs.live++
+	hs.mu.Unlock()
+	defer func() {
+		if err != nil {
+			hs.mu.Lock()
+			hs.live--
+			hs.mu.Unlock()
+		}
+	}()
 	var body io.ReadCloser
 	switch {
 	case c.buffered:
@@ -92,6 +105,15 @@ func (c *call) hedgeCopy(cctx context.Context, hs *hedgeState) (*http.Response, 
 	default:
 		b, err := c.req.GetBody()
 		if err != nil {
+			hs.mu.Lock()
+			others := hs.live > 1
+			hs.mu.Unlock()
+			if others {
+				// This copy cannot be sent, but another may still win:
+				// not a fatal answer that would cancel it. No more
+				// hedges in this burst (a server wait of zero).
+				return nil, retry.After(&getBodyError{err}, 0)
+			}
 			return nil, retry.Permanent(&getBodyError{err})
 		}
 		body = b
@@ -112,7 +134,7 @@ func (c *call) hedgeCopy(cctx context.Context, hs *hedgeState) (*http.Response, 
 	if body != nil {
 		r.Body = body
 	}
-	resp, err := c.base.RoundTrip(r)
+	resp, err = c.base.RoundTrip(r)
 	if err == nil && resp == nil {
 		err = errNilResponse
 	}

@@ -2,11 +2,13 @@ package retryhttp_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -276,4 +278,36 @@ func TestHedgeRequestWithTrailerNotHedged(t *testing.T) {
 			t.Errorf("status %d, %d copies at most at once, trailers %q; want 200, 1, [ok ok]", resp.StatusCode, rt.max, rt.trailers)
 		}
 	})
+}
+
+// A hedge whose GetBody fails is a copy that could not be sent, not a
+// fatal answer: the first copy, in flight, still wins with its slower
+// success, and no further hedge is tried.
+func TestHedgeGetBodyFailureDoesNotEndTheCall(t *testing.T) {
+	s, srv := newHedgeServer(t, func(n int) time.Duration {
+		if n == 1 {
+			return 100 * time.Millisecond
+		}
+		return 0
+	})
+	tr := &retryhttp.Transport{Hedge: hedger(t, 10*time.Millisecond, 3)}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, srv.URL, strings.NewReader("payload"))
+	var calls atomic.Int32
+	getBody := req.GetBody
+	req.GetBody = func() (io.ReadCloser, error) {
+		if calls.Add(1) > 1 {
+			return nil, errors.New("test: cannot reopen the body")
+		}
+		return getBody()
+	}
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("RoundTrip: %v; want the first copy's success", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "answer 1" || calls.Load() != 2 || len(s.seen()) != 1 {
+		t.Errorf("got %q, GetBody called %d times, server saw %v; want answer 1, 2 calls, 1 request", b, calls.Load(), s.seen())
+	}
 }
