@@ -311,3 +311,29 @@ func TestHedgeGetBodyFailureDoesNotEndTheCall(t *testing.T) {
 		t.Errorf("got %q, GetBody called %d times, server saw %v; want answer 1, 2 calls, 1 request", b, calls.Load(), s.seen())
 	}
 }
+
+// A body without GetBody larger than MaxBufferedBody cannot be replayed:
+// the request is sent once, whole, however slow, and not hedged.
+func TestHedgeBodyOverBufferSentOnce(t *testing.T) {
+	s, srv := newHedgeServer(t, func(n int) time.Duration {
+		if n == 1 {
+			return 100 * time.Millisecond
+		}
+		return 0
+	})
+	tr := &retryhttp.Transport{Hedge: hedger(t, 10*time.Millisecond, 2), MaxBufferedBody: 4}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, srv.URL, io.NopCloser(strings.NewReader("larger than four bytes")))
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	s.wait(t, 1)
+	time.Sleep(50 * time.Millisecond) // a hedge sent after all would reach the server now
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.bodies) != 1 || s.bodies[0] != "larger than four bytes" {
+		t.Errorf("server saw bodies %q, want the whole body once", s.bodies)
+	}
+}
