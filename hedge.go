@@ -71,9 +71,15 @@ func Hedge(ctx context.Context, p Policy, h *Hedger, op func(context.Context) er
 // HedgeValue is [Hedge] for an operation that returns a value: on success
 // it returns the winner's value; when it gives up, the value of the last
 // copy that failed (after a server's wait, [After], that of the copy that
-// asked for the longest one in its burst). The values of copies that lost are dropped: an
-// operation whose value holds a resource (an open response) must release
-// it itself when it learns that it lost (its context is then cancelled).
+// asked for the longest one in its burst). The values of copies that
+// lost are dropped: an operation whose value holds a resource (an open
+// response) must release it itself when it learns that it lost (its
+// context is then cancelled). Every copy's context ends once the copy has
+// returned, the winner's included (as an attempt's does in Do with an
+// AttemptTimeout): a value that still reads through it, such as the body
+// of an HTTP response whose request used it, must be read inside op, or
+// made on a context of the caller's (retryhttp.Transport's Hedge does
+// that, so that the winner's body stays readable).
 // A nil h means no hedging: HedgeValue is then exactly [DoValue].
 func HedgeValue[T any](ctx context.Context, p Policy, h *Hedger, op func(context.Context) (T, error)) (T, error) {
 	if h == nil {

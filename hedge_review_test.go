@@ -142,3 +142,16 @@ func TestNewHedgerRejectsHugeSamples(t *testing.T) {
 		t.Errorf("NewHedger(Samples: 1<<20) = %v, want it accepted", err)
 	}
 }
+
+// The winner's context ends once HedgeValue returns, as HedgeValue's doc
+// says: a value that reads through it afterwards cannot.
+func TestHedgeValueWinnersContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, err := retry.HedgeValue(t.Context(), retry.Policy{}, fixed(t, ms(10), 0), func(ctx context.Context) (context.Context, error) {
+			return ctx, nil
+		})
+		if err != nil || ctx.Err() == nil || retry.HedgeAttempt(ctx) != 1 {
+			t.Errorf("winner's context: %v, attempt %d (call error %v); want it ended", ctx.Err(), retry.HedgeAttempt(ctx), err)
+		}
+	})
+}
