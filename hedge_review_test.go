@@ -155,3 +155,79 @@ func TestHedgeValueWinnersContextEnds(t *testing.T) {
 		}
 	})
 }
+
+// Event sequences stay consistent over many seeded hedged calls mixing
+// slow and fast copies, retryable, fatal and pushback failures, a Budget
+// and a Throttle: every EventHedge is followed by its copy's EventAttempt,
+// every copy sent has one EventAttempt, EventHedgeWon and
+// EventHedgeCancelled name copies sent, and EventDone's Attempt equals the
+// copies sent plus the first copies the Throttle rejected.
+func TestHedgeEventSequencesConsistent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := retry.NewBudget(retry.BudgetConfig{Ratio: 0.5})
+		th, _ := retry.NewThrottle(retry.ThrottleConfig{})
+		errFatal := errors.New("test: fatal")
+		for seed := range 200 {
+			var r recorder
+			var sent atomic.Int32
+			p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 1 + seed%6, Observer: &r,
+				Retryable: func(err error) bool { return !errors.Is(err, errFatal) }}
+			if seed%3 == 0 {
+				p.Budget, p.Throttle = b, th
+			}
+			retry.Hedge(t.Context(), p, fixed(t, ms(10), 1+seed%4), func(ctx context.Context) error {
+				sent.Add(1)
+				n := retry.HedgeAttempt(ctx)
+				x := (seed*7 + n*13) % 10
+				select {
+				case <-time.After(ms(3 * x)):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				switch x {
+				case 0, 1, 2:
+					return errHedge
+				case 3:
+					return retry.After(errHedge, ms(5))
+				case 4:
+					if seed%5 == 0 {
+						return errFatal
+					}
+				}
+				return nil
+			})
+			attempts, throttled := map[int]int{}, 0
+			var done *retry.Event
+			for i, e := range r.events {
+				switch e.Kind {
+				case retry.EventAttempt:
+					attempts[e.Attempt]++
+				case retry.EventThrottled:
+					throttled++
+				case retry.EventHedge:
+					if i+1 >= len(r.events) || r.events[i+1].Kind != retry.EventAttempt || r.events[i+1].Attempt != e.Attempt {
+						t.Fatalf("seed %d: EventHedge %d not followed by its EventAttempt: %v", seed, e.Attempt, r.kinds())
+					}
+				case retry.EventHedgeWon, retry.EventHedgeCancelled:
+					if attempts[e.Attempt] != 1 {
+						t.Fatalf("seed %d: %v for attempt %d, never sent: %v", seed, e.Kind, e.Attempt, r.kinds())
+					}
+				case retry.EventDone:
+					done = &r.events[i]
+				}
+			}
+			for n, k := range attempts {
+				if k != 1 {
+					t.Fatalf("seed %d: attempt %d reported %d times", seed, n, k)
+				}
+			}
+			if done == nil || done != &r.events[len(r.events)-1] {
+				t.Fatalf("seed %d: EventDone missing or not last: %v", seed, r.kinds())
+			}
+			if int(sent.Load()) != len(attempts) || done.Attempt != len(attempts)+throttled || done.Attempt > p.MaxAttempts {
+				t.Fatalf("seed %d: %d copies ran, %d EventAttempt, %d throttled, EventDone says %d (MaxAttempts %d)",
+					seed, sent.Load(), len(attempts), throttled, done.Attempt, p.MaxAttempts)
+			}
+		}
+	})
+}
