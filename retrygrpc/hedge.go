@@ -47,6 +47,8 @@ import (
 // use StreamClientInterceptor to retry them. A nil h means no hedging: the
 // interceptor is then UnaryClientInterceptor(p, opts...).
 //
+// The caller's other call options apply to every copy: a grpc.OnFinish
+// callback, for one, runs once per copy, possibly for several at once.
 // Errors are as for UnaryClientInterceptor. Do not install both
 // interceptors for the same methods: the hedges would be retried again.
 func UnaryHedgeInterceptor(p retry.Policy, h *retry.Hedger, opts ...Option) grpc.UnaryClientInterceptor {
