@@ -337,3 +337,32 @@ func TestHedgeBodyOverBufferSentOnce(t *testing.T) {
 		t.Errorf("server saw bodies %q, want the whole body once", s.bodies)
 	}
 }
+
+// Method names are case-sensitive (RFC 9110 9.1): "get", "Put" and
+// "options" are not GET, PUT and OPTIONS, so not known to be idempotent:
+// sent once, not hedged.
+func TestHedgeOddCaseMethodSentOnce(t *testing.T) {
+	for _, m := range []string{"get", "Put", "options"} {
+		t.Run(m, func(t *testing.T) {
+			s, srv := newHedgeServer(t, func(n int) time.Duration {
+				if n == 1 {
+					return 100 * time.Millisecond
+				}
+				return 0
+			})
+			tr := &retryhttp.Transport{Hedge: hedger(t, 10*time.Millisecond, 2)}
+			defer tr.CloseIdleConnections()
+			req, _ := http.NewRequestWithContext(t.Context(), m, srv.URL, nil)
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			s.wait(t, 1)
+			time.Sleep(50 * time.Millisecond) // a hedge sent after all would reach the server now
+			if got := s.seen(); len(got) != 1 {
+				t.Errorf("server saw attempts %v, want one", got)
+			}
+		})
+	}
+}
