@@ -19,7 +19,8 @@ import (
 //	a copy succeeds                         it wins: the others are cancelled, Hedge returns nil
 //	a copy fails, retryable, others running the next copy is sent at once (gRFC A6's non-fatal code)
 //	a copy fails, not retryable             the call ends: the others are cancelled (gRFC A6's fatal code)
-//	a copy fails with a server wait [After] no more hedges in this burst (gRFC A6's pushback)
+//	a copy fails with a server wait [After] no more hedges in this burst (gRFC A6's pushback); the retry after it waits at least the longest such wait
+//	the policy's MaxElapsed is spent        no more copies; the call gives up once those in flight return
 //	the Budget or Throttle refuses a hedge  no more hedges in this burst; the copies in flight go on
 //	every copy in flight failed, retryable  a retry, as in Do: the policy's wait, then a new burst
 //
@@ -48,8 +49,8 @@ import (
 // must therefore honour its context: one that ignores cancellation delays
 // Hedge's return until it ends by itself. The first copy of each burst
 // runs on the caller's goroutine, the hedges on goroutines of their own; a
-// panic in a hedge is re-raised on the caller's goroutine once the other
-// copies have returned.
+// panic in any copy reaches the caller's goroutine once the other copies
+// have been cancelled and have returned.
 //
 // The Observer sees, besides Do's events, [EventHedge] for each hedge sent,
 // [EventHedgeWon] when a hedge wins, [EventHedgeCancelled] for each copy
@@ -69,9 +70,16 @@ func Hedge(ctx context.Context, p Policy, h *Hedger, op func(context.Context) er
 
 // HedgeValue is [Hedge] for an operation that returns a value: on success
 // it returns the winner's value; when it gives up, the value of the last
-// copy that failed. The values of copies that lost are dropped: an
-// operation whose value holds a resource (an open response) must release
-// it itself when it learns that it lost (its context is then cancelled).
+// copy that failed (after a server's wait, [After], that of the copy that
+// asked for the longest one in its burst). The values of copies that
+// lost are dropped: an operation whose value holds a resource (an open
+// response) must release it itself when it learns that it lost (its
+// context is then cancelled). Every copy's context ends once the copy has
+// returned, the winner's included (as an attempt's does in Do with an
+// AttemptTimeout): a value that still reads through it, such as the body
+// of an HTTP response whose request used it, must be read inside op, or
+// made on a context of the caller's (retryhttp.Transport's Hedge does
+// that, so that the winner's body stays readable).
 // A nil h means no hedging: HedgeValue is then exactly [DoValue].
 func HedgeValue[T any](ctx context.Context, p Policy, h *Hedger, op func(context.Context) (T, error)) (T, error) {
 	if h == nil {
@@ -164,12 +172,14 @@ type hedgeCall[T any] struct {
 	start       time.Time // with a MaxElapsed: when the call started
 
 	mu       sync.Mutex
-	sent     int          // attempts of the call so far (copies sent, first copies the Throttle rejected)
-	copies   []copyState  // the copies in flight
-	v        T            // the winner's value, or the last failed copy's
-	won      bool         // a copy of this burst succeeded
-	fatal    bool         // a copy of this burst failed with an error that ends the call
-	stop     bool         // no more hedges in this burst
+	sent     int         // attempts of the call so far (copies sent, first copies the Throttle rejected)
+	copies   []copyState // the copies in flight
+	v        T           // the winner's value, or the last failed copy's
+	won      bool        // a copy of this burst succeeded
+	fatal    bool        // a copy of this burst failed with an error that ends the call
+	stop     bool        // no more hedges in this burst
+	pushed   bool        // a copy of this burst failed with a server's wait (After): err is that copy's
+	pushback time.Duration
 	err      error        // the burst's error: the fatal one, or the last failure
 	timedOut bool         // err is that of a copy that ran out of AttemptTimeout
 	inline   [1]copyState // the first copy in flight, without an allocation
@@ -187,8 +197,11 @@ type hedgeCall[T any] struct {
 type copyState struct {
 	n      int
 	cancel context.CancelFunc
-	hedge  bool      // sent while another copy was in flight
-	start  time.Time // an adaptive Hedger's: when it was sent
+	hedge  bool // sent while another copy was in flight
+	// cancelled: cancelOthers ended its context (another copy won, or the
+	// call ended); whatever it returns then tells the Throttle nothing.
+	cancelled bool
+	start     time.Time // an adaptive Hedger's: when it was sent
 }
 
 // burst runs one burst of copies, the first on the calling goroutine, and
@@ -199,6 +212,7 @@ func (c *hedgeCall[T]) burst(waited time.Duration) (err error, timedOut bool, ma
 	c.mu.Lock()
 	before := c.sent
 	c.won, c.fatal, c.stop, c.err, c.timedOut, c.waited = false, false, false, nil, false, waited
+	c.pushed, c.pushback = false, 0
 	n := c.sent + 1
 	p := &c.p
 	if p.Throttle != nil && !p.Throttle.allow() {
@@ -219,16 +233,7 @@ func (c *hedgeCall[T]) burst(waited time.Duration) (err error, timedOut bool, ma
 
 	c.mu.Lock()
 	c.finish(n, v, err, timedOut)
-	for len(c.copies) > 0 {
-		if c.wake == nil {
-			c.wake = make(chan struct{}, 1)
-		}
-		c.waiting = true
-		c.mu.Unlock()
-		<-c.wake
-		c.mu.Lock()
-	}
-	c.disarm() // a timer armed before the last copy failed serves no more
+	c.waitCopies()
 	made = c.sent - before
 	if c.hasPanic {
 		c.mu.Unlock()
@@ -242,8 +247,25 @@ func (c *hedgeCall[T]) burst(waited time.Duration) (err error, timedOut bool, ma
 	return err, timedOut, made
 }
 
+// waitCopies waits until no copy is in flight and stops the hedge timer,
+// which serves no more. c.mu must be held; it is released while waiting.
+func (c *hedgeCall[T]) waitCopies() {
+	for len(c.copies) > 0 {
+		if c.wake == nil {
+			c.wake = make(chan struct{}, 1)
+		}
+		c.waiting = true
+		c.mu.Unlock()
+		<-c.wake
+		c.mu.Lock()
+	}
+	c.disarm() // a timer armed before the last copy failed serves no more
+}
+
 // runFirst runs the burst's first copy on the caller's goroutine. If op
-// panics, the other copies are cancelled before the panic goes on.
+// panics, the copy's context is ended and the other copies are cancelled,
+// and the panic goes on once they have returned, so that no copy
+// outlives the call.
 func (c *hedgeCall[T]) runFirst(cctx context.Context, n int) (v T, err error, timedOut bool) {
 	ok := false
 	defer func() {
@@ -251,6 +273,8 @@ func (c *hedgeCall[T]) runFirst(cctx context.Context, n int) (v T, err error, ti
 			c.mu.Lock()
 			c.fatal = true
 			c.cancelOthers(n)
+			c.remove(n)
+			c.waitCopies()
 			c.mu.Unlock()
 		}
 	}()
@@ -358,6 +382,11 @@ func (c *hedgeCall[T]) hedge() {
 		return
 	}
 	p := &c.p
+	if p.MaxElapsed > 0 && time.Since(c.start) >= p.MaxElapsed {
+		// As in Do, no attempt starts once the time budget is spent.
+		c.stop = true
+		return
+	}
 	n := c.sent + 1
 	refused := func(err error) {
 		c.stop = true
@@ -420,12 +449,13 @@ func (c *hedgeCall[T]) remove(n int) (copyState, bool) {
 func (c *hedgeCall[T]) cancelOthers(n int) {
 	c.disarm()
 	p := &c.p
-	for _, s := range c.copies {
+	for i, s := range c.copies {
 		if s.n == n {
 			continue
 		}
+		c.copies[i].cancelled = true
 		if c.h.adaptive() {
-			c.h.observe(time.Since(s.start)) // at least this slow
+			c.h.observeLoser(time.Since(s.start))
 		}
 		s.cancel()
 		if p.Observer != nil {
@@ -441,8 +471,10 @@ func (c *hedgeCall[T]) finish(n int, v T, err error, timedOut bool) {
 	p := &c.p
 	if decided {
 		// A loser: cancelled, or answering just after the winner. Its
-		// value is dropped; a cancelled copy tells the Throttle nothing.
-		if p.Throttle != nil && (err == nil || c.ctx.Err() == nil && !isContextErr(err)) {
+		// value is dropped; a cancelled copy tells the Throttle nothing,
+		// unless it succeeded all the same (its error need not be a
+		// context error: grpc-go's CANCELLED status wraps none).
+		if p.Throttle != nil && (err == nil || !s.cancelled && c.ctx.Err() == nil && !isContextErr(err)) {
 			p.Throttle.recordTimed(err, timedOut)
 		}
 		return
@@ -461,13 +493,23 @@ func (c *hedgeCall[T]) finish(n int, v T, err error, timedOut bool) {
 		c.cancelOthers(n)
 		return
 	}
-	c.v, c.err, c.timedOut = v, err, timedOut
-	if r, _ := p.stopReason(c.ctx, err, timedOut); r != 0 {
+	r, _ := p.stopReason(c.ctx, err, timedOut)
+	ra, pushback := RetryAfter(err)
+	if r != 0 || !c.pushed || pushback && ra >= c.pushback {
+		// The burst's error. A server's pushback stays it until a longer
+		// one or a fatal error: the retry after the burst must wait as
+		// the server asked, whatever copy fails after it.
+		c.v, c.err, c.timedOut = v, err, timedOut
+	}
+	if r != 0 {
 		c.fatal = true
 		c.cancelOthers(n)
 		return
 	}
-	if _, ok := RetryAfter(err); ok {
+	if pushback {
+		if ra > 0 {
+			c.pushed, c.pushback = true, max(c.pushback, ra)
+		}
 		c.stop = true // the server pushed back: no more hedges
 		c.disarm()
 		return

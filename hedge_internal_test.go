@@ -63,3 +63,38 @@ func TestHedgeBudgetAndThrottleAccounting(t *testing.T) {
 		}
 	})
 }
+
+// errStatusCancelled is how some clients (grpc-go's codes.Canceled) report
+// an operation whose context was cancelled: an error that does not wrap
+// the context's.
+var errStatusCancelled = errors.New("test: status CANCELLED")
+
+// A loser that its cancellation ends tells the Throttle nothing, whatever
+// error it returns: not a context error of its own (grpc-go's CANCELLED
+// status wraps none), which the Throttle would count as an accepted
+// request.
+func TestHedgeCancelledLoserTellsThrottleNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		th, err := NewThrottle(ThrottleConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := NewHedger(HedgeConfig{Delay: 10 * time.Millisecond, MaxCopies: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = Hedge(t.Context(), Policy{Throttle: th}, h, func(ctx context.Context) error {
+			if HedgeAttempt(ctx) == 2 {
+				return nil // the hedge wins at once
+			}
+			<-ctx.Done()
+			return errStatusCancelled
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if requests, accepts := th.w.counts(); requests != 1 || accepts != 1 {
+			t.Errorf("throttle counted %d requests, %d accepted; want the winner's alone", requests, accepts)
+		}
+	})
+}

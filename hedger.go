@@ -32,6 +32,10 @@ const (
 	DefaultHedgeMaxCopies = 5
 )
 
+// maxHedgeSamples bounds HedgeConfig.Samples: a ring of 8 MiB, and as
+// much again to sort.
+const maxHedgeSamples = 1 << 20
+
 // HedgeConfig configures [NewHedger]. The zero HedgeConfig means an
 // adaptive Hedger with all the defaults.
 type HedgeConfig struct {
@@ -60,7 +64,8 @@ type HedgeConfig struct {
 	// Samples is how many recent latencies an adaptive Hedger keeps, its
 	// only memory: a ring of Samples durations. The delay is recomputed
 	// from them every Samples/16 new latencies. Zero means
-	// DefaultHedgeSamples (1000); negative values are invalid.
+	// DefaultHedgeSamples (1000); negative values and values above
+	// 1,048,576 (a ring of 8 MiB) are invalid.
 	Samples int
 
 	// MaxCopies is the most copies of one call in flight at once, the
@@ -119,6 +124,8 @@ func NewHedger(c HedgeConfig) (*Hedger, error) {
 		return nil, fmt.Errorf("retry: HedgeConfig.WarmUp %d is negative", c.WarmUp)
 	case c.Samples < 0:
 		return nil, fmt.Errorf("retry: HedgeConfig.Samples %d is negative", c.Samples)
+	case c.Samples > maxHedgeSamples:
+		return nil, fmt.Errorf("retry: HedgeConfig.Samples %d exceeds %d", c.Samples, maxHedgeSamples)
 	case c.MaxCopies < 0:
 		return nil, fmt.Errorf("retry: HedgeConfig.MaxCopies %d is negative", c.MaxCopies)
 	}
@@ -173,10 +180,21 @@ func (h *Hedger) Delay() (time.Duration, bool) {
 	return d, d > 0
 }
 
-// observe records the latency d of an attempt: one that succeeded, or one
-// cancelled because another copy won (then d is a lower bound of its
-// latency, which keeps the quantile from drifting down as hedges cut the
-// slow attempts short).
+// observeLoser records the time d that a copy cancelled in flight had
+// been outstanding, a lower bound of its latency, when it is at least the
+// current delay: it then says that the latency was above the quantile,
+// which keeps the quantile from drifting down as hedges cut the slow
+// attempts short. A shorter time (a hedge that lost soon after it was
+// sent) says nothing and would drag the quantile down: it is dropped, and
+// so is every loser's during the warm-up.
+func (h *Hedger) observeLoser(d time.Duration) {
+	if cur, ok := h.Delay(); ok && d >= cur {
+		h.observe(d)
+	}
+}
+
+// observe records the latency d of an attempt that succeeded, or the
+// lower bound of one that observeLoser keeps.
 func (h *Hedger) observe(d time.Duration) {
 	h.mu.Lock()
 	if h.w.Size == 0 {

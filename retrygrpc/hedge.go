@@ -7,6 +7,7 @@ import (
 	"github.com/retrykit/retry"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -37,13 +38,17 @@ import (
 // here a copy commits when it ends: an OK wins, and a failure after
 // response headers is fatal (the server's application answered; the call
 // may have been applied). Each copy is received into a fresh message of
-// reply's type, and the winner's is merged into reply; a reply that is not
+// reply's type, and the winner's is merged into reply (the caller's
+// grpc.Header, grpc.Trailer and grpc.Peer options get the metadata of the
+// copy whose outcome the call returns, the winner's); a reply that is not
 // a proto.Message (a custom codec) makes the call go through
 // UnaryClientInterceptor's rules, unhedged. Streams are not hedged: a
 // stream's messages are not independent requests that can be sent twice;
 // use StreamClientInterceptor to retry them. A nil h means no hedging: the
 // interceptor is then UnaryClientInterceptor(p, opts...).
 //
+// The caller's other call options apply to every copy: a grpc.OnFinish
+// callback, for one, runs once per copy, possibly for several at once.
 // Errors are as for UnaryClientInterceptor. Do not install both
 // interceptors for the same methods: the hedges would be retried again.
 func UnaryHedgeInterceptor(p retry.Policy, h *retry.Hedger, opts ...Option) grpc.UnaryClientInterceptor {
@@ -59,23 +64,77 @@ func UnaryHedgeInterceptor(p retry.Policy, h *retry.Hedger, opts ...Option) grpc
 			return plain(ctx, method, req, reply, cc, invoker, callOpts...)
 		}
 		ctx = withoutPrevious(ctx)
-		win, err := retry.HedgeValue(ctx, p, h, func(actx context.Context) (proto.Message, error) {
+		opts, into := splitMetadataOptions(callOpts)
+		win, err := retry.HedgeValue(ctx, p, h, func(actx context.Context) (*hedgeReply, error) {
 			if n := retry.HedgeAttempt(actx); n > 1 {
 				actx = metadata.AppendToOutgoingContext(actx, HeaderPreviousAttempts, strconv.Itoa(n-1))
 			}
-			out := msg.ProtoReflect().New().Interface()
-			var header, trailer metadata.MD
-			copts := append(callOpts[:len(callOpts):len(callOpts)], grpc.Header(&header), grpc.Trailer(&trailer))
-			if err := invoker(actx, method, req, out, cc, copts...); err != nil {
-				return nil, c.classify(ctx, &p, err, trailer, header != nil)
+			r := &hedgeReply{msg: msg.ProtoReflect().New().Interface()}
+			copts := append(opts[:len(opts):len(opts)], grpc.Header(&r.header), grpc.Trailer(&r.trailer))
+			if len(into.peers) > 0 {
+				copts = append(copts, grpc.Peer(&r.peer))
 			}
-			return out, nil
+			if err := invoker(actx, method, req, r.msg, cc, copts...); err != nil {
+				return r, c.classify(ctx, &p, err, r.trailer, r.header != nil)
+			}
+			return r, nil
 		})
+		if win != nil {
+			into.set(win)
+		}
 		if err != nil {
 			return result(err)
 		}
 		proto.Reset(msg)
-		proto.Merge(msg, win)
+		proto.Merge(msg, win.msg)
 		return nil
 	}
+}
+
+// hedgeReply is what one copy of a hedged call received.
+type hedgeReply struct {
+	msg             proto.Message
+	header, trailer metadata.MD
+	peer            peer.Peer
+}
+
+// metadataTargets are the caller's grpc.Header, grpc.Trailer and grpc.Peer
+// options of a hedged call. Copies run at once and a loser ends after the
+// winner: each copy receives into its own, and the caller's get the
+// values of the copy whose outcome the call returns.
+type metadataTargets struct {
+	headers, trailers []*metadata.MD
+	peers             []*peer.Peer
+}
+
+func (m *metadataTargets) set(r *hedgeReply) {
+	for _, a := range m.headers {
+		*a = r.header
+	}
+	for _, a := range m.trailers {
+		*a = r.trailer
+	}
+	for _, a := range m.peers {
+		*a = r.peer
+	}
+}
+
+// splitMetadataOptions returns callOpts without their grpc.Header,
+// grpc.Trailer and grpc.Peer options, and the targets of those.
+func splitMetadataOptions(callOpts []grpc.CallOption) ([]grpc.CallOption, metadataTargets) {
+	var m metadataTargets
+	rest := make([]grpc.CallOption, 0, len(callOpts))
+	for _, o := range callOpts {
+		switch o := o.(type) {
+		case grpc.HeaderCallOption:
+			m.headers = append(m.headers, o.HeaderAddr)
+		case grpc.TrailerCallOption:
+			m.trailers = append(m.trailers, o.TrailerAddr)
+		case grpc.PeerCallOption:
+			m.peers = append(m.peers, o.PeerAddr)
+		default:
+			rest = append(rest, o)
+		}
+	}
+	return rest, m
 }

@@ -34,14 +34,29 @@ func idempotent(method string) bool {
 }
 
 // hasIdempotencyKey reports whether h carries an Idempotency-Key or
-// X-Idempotency-Key header (the two that net/http itself honours).
+// X-Idempotency-Key header (the two that net/http itself honours) with a
+// key in it, or nil-valued: net/http's way to mark a request idempotent
+// without sending the header. A header whose values are all empty or
+// blank is no key: the server sees none, and could apply the request
+// once per copy sent.
 func hasIdempotencyKey(h http.Header) bool {
-	if h == nil {
+	return isKey(h, "Idempotency-Key") || isKey(h, "X-Idempotency-Key")
+}
+
+func isKey(h http.Header, name string) bool {
+	v, ok := h[name]
+	if !ok {
 		return false
 	}
-	_, a := h["Idempotency-Key"]
-	_, b := h["X-Idempotency-Key"]
-	return a || b
+	if len(v) == 0 {
+		return true
+	}
+	for _, k := range v {
+		if strings.TrimSpace(k) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // notSent reports whether err proves that the request never left this

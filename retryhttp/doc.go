@@ -21,7 +21,8 @@
 //	bad URL, unsupported scheme, TLS certificate
 //	errors, the caller's context ending          returned at once
 //	GET HEAD OPTIONS TRACE PUT DELETE             retried
-//	POST PATCH ...                                only with Idempotency-Key / X-Idempotency-Key,
+//	POST PATCH ...                                only with Idempotency-Key / X-Idempotency-Key
+//	                                              (not empty or blank; nil-valued counts),
 //	                                              RetryNonIdempotent, a dial failure or a 429
 //	Retry-After                                   honoured (plus up to min(1 s, 10%) jitter) up to
 //	                                              MaxRetryAfter and the deadline; beyond, the

@@ -15,10 +15,13 @@ import (
 
 // hedgeable reports whether req may be sent as several copies at once: an
 // idempotent method or an idempotency key (RetryNonIdempotent does not
-// widen this: a POST without a key is never hedged), and a body that can
-// be replayed (checked by the caller).
+// widen this: a POST without a key is never hedged), no trailers, and a
+// body that can be replayed (checked by the caller). A body may set the
+// request's trailer values as it is read (see http.Request.Trailer), into
+// the one map that every copy sends: copies at once would write and read
+// it together. Such a request is retried one copy at a time.
 func hedgeable(req *http.Request) bool {
-	return idempotent(req.Method) || hasIdempotencyKey(req.Header)
+	return len(req.Trailer) == 0 && (idempotent(req.Method) || hasIdempotencyKey(req.Header))
 }
 
 // hedgeState is what the copies of one hedged RoundTrip share: the
@@ -26,6 +29,9 @@ func hedgeable(req *http.Request) bool {
 type hedgeState struct {
 	mu  sync.Mutex
 	won []*http.Response // every copy's successful response
+	// live counts the copies sending, or done with a success (which
+	// wins unless another did): the copies that may still win.
+	live int
 }
 
 // hedged runs c's request through retry.HedgeValue with the Transport's
@@ -39,10 +45,12 @@ func (c *call) hedged() (*http.Response, error) {
 	if c.req.Body != nil && !c.bodyUsed {
 		c.req.Body.Close() // every copy sent a body of its own (GetBody)
 	}
-	// Every copy has returned: close the responses of those that lost.
+	// Every copy has returned: close the responses of those that lost,
+	// without reading them (a server may stall a body; closing ends the
+	// copy's request and frees its connection).
 	for _, r := range hs.won {
-		if r != resp || err != nil {
-			discard(r)
+		if (r != resp || err != nil) && r.Body != nil {
+			r.Body.Close()
 		}
 	}
 	if resp != nil && err != nil {
@@ -70,11 +78,22 @@ func (c *call) hedged() (*http.Response, error) {
 
 // hedgeCopy sends one copy, numbered by its context. The request runs on a
 // context of its own, a child of the caller's, which the copy's context
-// ends until the response headers arrive; after that only closing the
-// body ends it, so that the winner's body stays readable once
-// retry.HedgeValue has ended the copy's context.
-func (c *call) hedgeCopy(cctx context.Context, hs *hedgeState) (*http.Response, error) {
+// ends until the response is judged (the body of a retryable answer is
+// drained under it); after that only closing the body ends it, so that the
+// winner's body stays readable once retry.HedgeValue has ended the copy's
+// context.
+func (c *call) hedgeCopy(cctx context.Context, hs *hedgeState) (resp *http.Response, err error) {
 	n := retry.HedgeAttempt(cctx)
+	hs.mu.Lock()
+	hs.live++
+	hs.mu.Unlock()
+	defer func() {
+		if err != nil {
+			hs.mu.Lock()
+			hs.live--
+			hs.mu.Unlock()
+		}
+	}()
 	var body io.ReadCloser
 	switch {
 	case c.buffered:
@@ -86,6 +105,15 @@ func (c *call) hedgeCopy(cctx context.Context, hs *hedgeState) (*http.Response, 
 	default:
 		b, err := c.req.GetBody()
 		if err != nil {
+			hs.mu.Lock()
+			others := hs.live > 1
+			hs.mu.Unlock()
+			if others {
+				// This copy cannot be sent, but another may still win:
+				// not a fatal answer that would cancel it. No more
+				// hedges in this burst (a server wait of zero).
+				return nil, retry.After(&getBodyError{err}, 0)
+			}
 			return nil, retry.Permanent(&getBodyError{err})
 		}
 		body = b
@@ -106,12 +134,22 @@ func (c *call) hedgeCopy(cctx context.Context, hs *hedgeState) (*http.Response, 
 	if body != nil {
 		r.Body = body
 	}
-	resp, err := c.base.RoundTrip(r)
+	resp, err = c.base.RoundTrip(r)
 	if err == nil && resp == nil {
 		err = errNilResponse
 	}
 	if err != nil {
 		resp = nil // a Base that returned both breaks the contract
+	}
+	retryable := err == nil && c.t.retryStatus(resp.StatusCode)
+	if retryable {
+		// Read the body (bounded) and close it now, so that the
+		// connection is free, while the copy's context still ends the
+		// request: a server stalling the body cannot hold a copy that
+		// lost or ran out of its AttemptTimeout (nor the call, which
+		// waits for every copy). The response is kept, in case it is the
+		// last answer.
+		drainClose(resp)
 	}
 	if !stop() {
 		// The copy's context ended first: it lost, the caller cancelled,
@@ -134,7 +172,7 @@ func (c *call) hedgeCopy(cctx context.Context, hs *hedgeState) (*http.Response, 
 		}
 		return nil, retry.Permanent(e)
 	}
-	if !c.t.retryStatus(resp.StatusCode) {
+	if !retryable {
 		if n > 1 {
 			if resp.Header == nil {
 				resp.Header = make(http.Header, 1)
@@ -151,11 +189,7 @@ func (c *call) hedgeCopy(cctx context.Context, hs *hedgeState) (*http.Response, 
 		hs.mu.Unlock()
 		return resp, nil
 	}
-	// A retryable status: read the body (bounded) and close it now, so
-	// that the connection is free; the response is kept, in case it is
-	// the last answer.
-	drainClose(resp)
-	cancel()
+	cancel() // a retryable status, its body drained above
 	e := &statusError{resp: resp, method: r.Method, url: r.URL, attempt: n}
 	if n > 1 {
 		if resp.Header == nil {

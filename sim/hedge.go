@@ -203,8 +203,8 @@ func cmp0[T comparable](v, def T) T {
 // percentiles and the extra load. It is deterministic for a given s. The
 // adaptive rule is retry.Hedger's, re-implemented in virtual time: the
 // delay is the Quantile of the last Samples latencies (a winner's, and a
-// cancelled copy's time so far), recomputed every Samples/16, with the
-// floor and the warm-up.
+// cancelled copy's time so far when at least the current delay),
+// recomputed every Samples/16, with the floor and the warm-up.
 func RunHedge(ctx context.Context, s HedgeScenario) (HedgeResult, error) {
 	hc, err := s.resolve()
 	if err != nil {
@@ -269,7 +269,7 @@ func RunHedge(ctx context.Context, s HedgeScenario) (HedgeResult, error) {
 			ad.observe(e.at - r.starts[r.winner])
 			for k := int8(0); k < r.sent; k++ {
 				if k != r.winner {
-					ad.observe(e.at - r.starts[k]) // cancelled: at least this slow
+					ad.observeLoser(e.at - r.starts[k])
 				}
 			}
 			continue
@@ -344,6 +344,15 @@ func (a *adaptiveModel) delay() (int64, bool) {
 	}
 	v := a.w.Value()
 	return v, v > 0
+}
+
+// observeLoser records a cancelled copy's time so far, a lower bound of
+// its latency, when it is at least the current delay, as retry.Hedger
+// does.
+func (a *adaptiveModel) observeLoser(d int64) {
+	if cur, ok := a.delay(); ok && d >= cur {
+		a.observe(d)
+	}
 }
 
 func (a *adaptiveModel) observe(d int64) {

@@ -1,0 +1,233 @@
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/retrykit/retry"
+)
+
+// A panic in a burst's first copy, which runs on the caller's goroutine,
+// propagates only once the hedges in flight have returned (no copy
+// outlives the call), and the first copy's own context is ended.
+func TestHedgePanicInFirstCopyWaitsForHedges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			first    context.Context
+			returned atomic.Bool // the hedge returned
+		)
+		func() {
+			defer func() {
+				if r := recover(); r != "boom" {
+					t.Errorf("recovered %v, want boom", r)
+				}
+			}()
+			retry.Hedge(t.Context(), retry.Policy{}, fixed(t, ms(10), 0), func(ctx context.Context) error {
+				if retry.HedgeAttempt(ctx) == 1 {
+					first = ctx
+					time.Sleep(ms(15)) // the hedge is sent at 10ms
+					panic("boom")
+				}
+				<-ctx.Done()
+				time.Sleep(time.Second) // a copy slow to unwind
+				returned.Store(true)
+				return ctx.Err()
+			})
+			t.Error("Hedge returned")
+		}()
+		if !returned.Load() {
+			t.Error("the panic reached the caller while a hedge was still running")
+		}
+		if first == nil || first.Err() == nil {
+			t.Error("the first copy's context was not ended")
+		}
+		time.Sleep(2 * time.Second) // let a hedge left running end before the bubble does
+	})
+}
+
+// MaxElapsed bounds the copies as it bounds Do's attempts: no copy is sent
+// once the time budget is spent (with an AttemptTimeout it would have 1 ns
+// and count as a timeout for the Throttle).
+func TestHedgeMaxElapsedStopsHedges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &script{after: func(int) time.Duration { return ms(500) }, result: func(int) error { return errHedge }}
+		p := retry.Policy{MaxElapsed: ms(100), Initial: retry.Immediate}
+		err := retry.Hedge(t.Context(), p, fixed(t, ms(60), 0), s.op)
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Reason != retry.ReasonTimeBudget || re.Attempts != 2 {
+			t.Errorf("Hedge = %v, want 2 attempts and ReasonTimeBudget", err)
+		}
+		if len(s.started) != 2 {
+			t.Errorf("copies started at %v, want [0s 60ms]: none past MaxElapsed (100ms)", s.started)
+		}
+	})
+}
+
+// A server's pushback seen in a burst holds for the retry after it, even
+// when a copy that failed later without one set the burst's last error.
+func TestHedgePushbackHoldsForTheRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &script{
+			after: func(n int) time.Duration { return map[int]time.Duration{1: ms(50), 2: ms(70), 3: ms(1)}[n] },
+			result: func(n int) error {
+				switch n {
+				case 1:
+					return retry.After(errHedge, time.Second)
+				case 2:
+					return errHedge
+				}
+				return nil
+			},
+		}
+		p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 3}
+		if err := retry.Hedge(t.Context(), p, fixed(t, ms(10), 2), s.op); err != nil {
+			t.Fatal(err)
+		}
+		if len(s.started) != 3 || s.started[2] < ms(1050) {
+			t.Errorf("copies started at %v, want the third one second or more after the pushback (at 50ms)", s.started)
+		}
+	})
+}
+
+// A loser counts toward the adaptive delay only with a time that says
+// something: a hedge cancelled 1 ms after it was sent, because the first
+// copy answered, is no sample of 1 ms. Every first copy answers in 10 or
+// 11 ms: the median delay stays there, never falling toward the floor
+// (which would hedge every call).
+func TestHedgeAdaptiveIgnoresShortLosers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, err := retry.NewHedger(retry.HedgeConfig{Quantile: 0.5, WarmUp: 8, Samples: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		call := func(first time.Duration) {
+			retry.Hedge(t.Context(), retry.Policy{}, h, func(ctx context.Context) error {
+				d := first
+				if retry.HedgeAttempt(ctx) > 1 {
+					d = time.Second
+				}
+				select {
+				case <-time.After(d):
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			})
+		}
+		for range 8 {
+			call(ms(10))
+		}
+		for i := range 8 {
+			call(ms(11)) // a hedge at 10ms, which loses 1ms later
+			if d, _ := h.Delay(); d < ms(10) {
+				t.Fatalf("after call %d: Delay = %v, want 10ms or more", i+1, d)
+			}
+		}
+	})
+}
+
+// A Samples too large to allocate is refused by NewHedger, not a panic
+// (or an out-of-memory crash) at the first latency recorded.
+func TestNewHedgerRejectsHugeSamples(t *testing.T) {
+	for _, n := range []int{1<<20 + 1, 1 << 40, int(^uint(0) >> 1)} {
+		if h, err := retry.NewHedger(retry.HedgeConfig{Samples: n}); err == nil || h != nil {
+			t.Errorf("NewHedger(Samples: %d) = %v, %v; want an error", n, h, err)
+		}
+	}
+	if _, err := retry.NewHedger(retry.HedgeConfig{Samples: 1 << 20}); err != nil {
+		t.Errorf("NewHedger(Samples: 1<<20) = %v, want it accepted", err)
+	}
+}
+
+// The winner's context ends once HedgeValue returns, as HedgeValue's doc
+// says: a value that reads through it afterwards cannot.
+func TestHedgeValueWinnersContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, err := retry.HedgeValue(t.Context(), retry.Policy{}, fixed(t, ms(10), 0), func(ctx context.Context) (context.Context, error) {
+			return ctx, nil
+		})
+		if err != nil || ctx.Err() == nil || retry.HedgeAttempt(ctx) != 1 {
+			t.Errorf("winner's context: %v, attempt %d (call error %v); want it ended", ctx.Err(), retry.HedgeAttempt(ctx), err)
+		}
+	})
+}
+
+// Event sequences stay consistent over many seeded hedged calls mixing
+// slow and fast copies, retryable, fatal and pushback failures, a Budget
+// and a Throttle: every EventHedge is followed by its copy's EventAttempt,
+// every copy sent has one EventAttempt, EventHedgeWon and
+// EventHedgeCancelled name copies sent, and EventDone's Attempt equals the
+// copies sent plus the first copies the Throttle rejected.
+func TestHedgeEventSequencesConsistent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := retry.NewBudget(retry.BudgetConfig{Ratio: 0.5})
+		th, _ := retry.NewThrottle(retry.ThrottleConfig{})
+		errFatal := errors.New("test: fatal")
+		for seed := range 200 {
+			var r recorder
+			var sent atomic.Int32
+			p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 1 + seed%6, Observer: &r,
+				Retryable: func(err error) bool { return !errors.Is(err, errFatal) }}
+			if seed%3 == 0 {
+				p.Budget, p.Throttle = b, th
+			}
+			retry.Hedge(t.Context(), p, fixed(t, ms(10), 1+seed%4), func(ctx context.Context) error {
+				sent.Add(1)
+				n := retry.HedgeAttempt(ctx)
+				x := (seed*7 + n*13) % 10
+				select {
+				case <-time.After(ms(3 * x)):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				switch x {
+				case 0, 1, 2:
+					return errHedge
+				case 3:
+					return retry.After(errHedge, ms(5))
+				case 4:
+					if seed%5 == 0 {
+						return errFatal
+					}
+				}
+				return nil
+			})
+			attempts, throttled := map[int]int{}, 0
+			var done *retry.Event
+			for i, e := range r.events {
+				switch e.Kind {
+				case retry.EventAttempt:
+					attempts[e.Attempt]++
+				case retry.EventThrottled:
+					throttled++
+				case retry.EventHedge:
+					if i+1 >= len(r.events) || r.events[i+1].Kind != retry.EventAttempt || r.events[i+1].Attempt != e.Attempt {
+						t.Fatalf("seed %d: EventHedge %d not followed by its EventAttempt: %v", seed, e.Attempt, r.kinds())
+					}
+				case retry.EventHedgeWon, retry.EventHedgeCancelled:
+					if attempts[e.Attempt] != 1 {
+						t.Fatalf("seed %d: %v for attempt %d, never sent: %v", seed, e.Kind, e.Attempt, r.kinds())
+					}
+				case retry.EventDone:
+					done = &r.events[i]
+				}
+			}
+			for n, k := range attempts {
+				if k != 1 {
+					t.Fatalf("seed %d: attempt %d reported %d times", seed, n, k)
+				}
+			}
+			if done == nil || done != &r.events[len(r.events)-1] {
+				t.Fatalf("seed %d: EventDone missing or not last: %v", seed, r.kinds())
+			}
+			if int(sent.Load()) != len(attempts) || done.Attempt != len(attempts)+throttled || done.Attempt > p.MaxAttempts {
+				t.Fatalf("seed %d: %d copies ran, %d EventAttempt, %d throttled, EventDone says %d (MaxAttempts %d)",
+					seed, sent.Load(), len(attempts), throttled, done.Attempt, p.MaxAttempts)
+			}
+		}
+	})
+}
