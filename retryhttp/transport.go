@@ -155,13 +155,16 @@ type Transport struct {
 	MaxBufferedBody int64
 
 	// Hedge, when set, hedges requests that are safe to send several
-	// times at once: an idempotent method or an idempotency key (never a
-	// POST without one, whatever RetryNonIdempotent says), and no body or
-	// one replayable through GetBody or the buffer. Once a copy has been
-	// outstanding Hedge's delay, another is sent (carrying
-	// [HeaderAttempt]); the first response whose status is not retried
-	// wins, and the others are cancelled and closed before RoundTrip
-	// returns. The winner carries HeaderAttempt set to its own attempt
+	// times at once: an idempotent method or a non-empty idempotency key
+	// (never a POST without one, whatever RetryNonIdempotent says), no
+	// Trailer (a body may fill it in as it is read; such a request is
+	// retried one copy at a time), and no body or one replayable through
+	// GetBody or the buffer. Once a copy has been outstanding Hedge's
+	// delay, another is sent (carrying [HeaderAttempt]); the first
+	// response whose status is not retried wins, and the others are
+	// cancelled and closed, unread, before RoundTrip returns. A hedge whose
+	// GetBody fails is not sent and stops the burst's hedges while another
+	// copy is in flight. The winner carries HeaderAttempt set to its own attempt
 	// number when it was not the first. Hedges draw on Policy.Budget and
 	// go through Policy.Throttle; see retry.Hedge for the rules. Each copy
 	// gets its body from the request's GetBody, so GetBody may be called
