@@ -122,12 +122,13 @@ func hedgeValue[T any](ctx context.Context, p *Policy, h *Hedger, op func(contex
 			return zero, err
 		}
 	}
-	c := &hedgeCall[T]{p: *p, h: h, ctx: ctx, op: op, op0: op0, maxAttempts: p.maxAttempts(), maxCopies: max(h.copies(), 1)}
+	c := getCall(ctx, p, h, op, op0)
 	c.copies = c.inline[:0]
 	if p.MaxElapsed > 0 {
 		c.start = time.Now()
 	}
 	if err := ctx.Err(); err != nil {
+		c.release()
 		return zero, p.giveUp(ctx, &Error{Reason: ReasonContext, Cause: err}, c.start, 0)
 	}
 	err, timedOut, _ := c.burst(0)
@@ -135,13 +136,40 @@ func hedgeValue[T any](ctx context.Context, p *Policy, h *Hedger, op func(contex
 		if p.Observer != nil {
 			p.Observer.Observe(ctx, Event{Kind: EventDone, Attempt: c.sent, MaxAttempts: c.maxAttempts})
 		}
-		return c.v, nil
+	} else {
+		err = p.retryLoop(ctx, nil, err, timedOut, c.start, c)
 	}
-	err = p.retryLoop(ctx, nil, err, timedOut, c.start, c)
-	if err == nil {
-		return c.v, nil
+	v := c.v
+	c.release()
+	return v, err
+}
+
+// getCall returns the state of a new hedged call, from h's pool when a
+// call of the same type has left one there.
+func getCall[T any](ctx context.Context, p *Policy, h *Hedger, op func(context.Context) (T, error), op0 func(context.Context) error) *hedgeCall[T] {
+	c, ok := h.pool.Get().(*hedgeCall[T])
+	if !ok {
+		c = new(hedgeCall[T])
+		c.fire = c.onTimer
 	}
-	return c.v, err
+	c.p, c.h, c.ctx, c.op, c.op0 = *p, h, ctx, op, op0
+	c.maxAttempts, c.maxCopies = p.maxAttempts(), max(h.copies(), 1)
+	return c
+}
+
+// release gives c back to its Hedger's pool once the call has returned,
+// unless a callback of a hedge timer stopped too late may still run on
+// it. Nothing of a call that a copy or the caller may still hold is in
+// the pool: the copies' contexts and the wake channel are made per call,
+// and a timer per arming (a timer or channel made in a synctest bubble
+// must not be used outside it).
+func (c *hedgeCall[T]) release() {
+	if c.pending {
+		return
+	}
+	h := c.h
+	*c = hedgeCall[T]{fire: c.fire}
+	h.pool.Put(c)
 }
 
 // burster is a hedged call as the retry loop sees it: burst makes one
@@ -183,10 +211,11 @@ type hedgeCall[T any] struct {
 	err      error        // the burst's error: the fatal one, or the last failure
 	timedOut bool         // err is that of a copy that ran out of AttemptTimeout
 	inline   [1]copyState // the first copy in flight, without an allocation
-	firstCtx copyCtx      // the context of the call's first copy, without an allocation
-	seq      int          // generation of the hedge timer: a callback of an older one does nothing
-	timer    *time.Timer
-	waiting  bool // the caller waits on wake for the copies in flight
+	timer    *time.Timer  // the hedge timer, while armed
+	stale    int          // callbacks of stopped timers still to come, which do nothing
+	fire     func()       // c.onTimer, bound once per hedgeCall
+	pending  bool         // at the end of the last burst, a timer's callback was still to come
+	waiting  bool         // the caller waits on wake for the copies in flight
 	wake     chan struct{}
 	waited   time.Duration // the waits of the retry loop before this burst
 	panicked any           // a hedge's panic, re-raised on the caller's goroutine
@@ -243,6 +272,7 @@ func (c *hedgeCall[T]) burst(waited time.Duration) (err error, timedOut bool, ma
 	if c.won {
 		err, timedOut = nil, false
 	}
+	c.pending = c.stale != 0 || c.timer != nil
 	c.mu.Unlock()
 	return err, timedOut, made
 }
@@ -314,12 +344,7 @@ func (c *hedgeCall[T]) send(n int, hedge bool) context.Context {
 	} else {
 		cctx, cancel = context.WithCancel(c.ctx)
 	}
-	if n == 1 {
-		c.firstCtx = copyCtx{Context: cctx, n: n}
-		cctx = &c.firstCtx
-	} else {
-		cctx = &copyCtx{Context: cctx, n: n}
-	}
+	cctx = &copyCtx{Context: cctx, n: n}
 	s := copyState{n: n, cancel: cancel, hedge: hedge}
 	if c.h.adaptive() {
 		s.start = time.Now()
@@ -347,16 +372,17 @@ func (c *hedgeCall[T]) arm() {
 	if !ok {
 		return // an adaptive Hedger warming up
 	}
-	seq := c.seq
-	c.timer = time.AfterFunc(d, func() { c.onTimer(seq) })
+	c.timer = time.AfterFunc(d, c.fire)
 }
 
-// disarm stops the hedge timer; a callback already started does nothing.
-// c.mu must be held.
+// disarm stops the hedge timer. A timer that fired already has started
+// its callback, which has yet to take c.mu: it is counted in c.stale, and
+// the next callback to run does nothing. c.mu must be held.
 func (c *hedgeCall[T]) disarm() {
-	c.seq++
 	if c.timer != nil {
-		c.timer.Stop()
+		if !c.timer.Stop() {
+			c.stale++
+		}
 		c.timer = nil
 	}
 }
@@ -365,10 +391,14 @@ func (c *hedgeCall[T]) attemptsLeft() bool {
 	return c.maxAttempts == Unlimited || c.sent < c.maxAttempts
 }
 
-// onTimer is the hedge timer's callback.
-func (c *hedgeCall[T]) onTimer(seq int) {
+// onTimer is the hedge timer's callback. When a stopped timer's callback
+// is still to come, this one, or that one, does nothing: either way one
+// hedge is sent, once the armed timer has fired.
+func (c *hedgeCall[T]) onTimer() {
 	c.mu.Lock()
-	if seq == c.seq {
+	if c.stale > 0 {
+		c.stale--
+	} else if c.timer != nil {
 		c.timer = nil
 		c.hedge()
 	}

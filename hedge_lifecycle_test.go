@@ -231,3 +231,35 @@ func TestHedgeEventSequencesConsistent(t *testing.T) {
 		}
 	})
 }
+
+type callerKey struct{}
+
+// A copy's context stays its own call's after the call returned, however
+// many calls have reused the Hedger since: an operation that kept its
+// context (a goroutine it started, a value it returned) still reads its
+// own call's values, attempt number and cancellation.
+func TestHedgeRetainedContextKeepsItsCall(t *testing.T) {
+	h := fixed(t, time.Hour, 0)
+	var kept []context.Context
+	for i := range 50 {
+		ctx := context.WithValue(t.Context(), callerKey{}, i)
+		err := retry.Hedge(ctx, retry.Policy{}, h, func(cctx context.Context) error {
+			kept = append(kept, cctx)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, cctx := range kept {
+		if v := cctx.Value(callerKey{}); v != i {
+			t.Errorf("call %d: its copy's context reads the caller's value %v", i, v)
+		}
+		if n := retry.HedgeAttempt(cctx); n != 1 {
+			t.Errorf("call %d: attempt %d, want 1", i, n)
+		}
+		if cctx.Err() == nil {
+			t.Errorf("call %d: its copy's context is alive after the call returned", i)
+		}
+	}
+}

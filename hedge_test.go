@@ -218,15 +218,65 @@ func TestHedgeBudgetRefusesHedge(t *testing.T) {
 		if err := retry.Hedge(t.Context(), p, fixed(t, ms(10), 0), s.op); err != nil {
 			t.Fatal(err)
 		}
-		if len(s.started) != 1 {
-			t.Errorf("%d copies, want 1", len(s.started))
+		wantHedgeRefused(t, s, &r, retry.ErrBudgetExhausted)
+	})
+}
+
+// wantHedgeRefused checks a call whose one hedge was refused with want:
+// one copy ran, and the Observer saw its attempt, the refusal of attempt
+// 2 and the end.
+func wantHedgeRefused(t *testing.T, s *script, r *recorder, want error) {
+	t.Helper()
+	if len(s.started) != 1 {
+		t.Errorf("%d copies, want 1", len(s.started))
+	}
+	kinds := []retry.EventKind{att, retry.EventHedgeRefused, done}
+	if !sameKinds(r.kinds(), kinds) {
+		t.Fatalf("events %v, want %v", r.kinds(), kinds)
+	}
+	if e := r.events[1]; e.Attempt != 2 || !errors.Is(e.Err, want) {
+		t.Errorf("refusal %+v, want attempt 2, %v", e, want)
+	}
+}
+
+// A Throttle that rejects everything refuses the hedge: the first copy
+// was let through before the backend looked overloaded, the hedge is
+// refused with ErrThrottled and counted as a request, and the call waits
+// for the copy in flight. A fleet of 2^62 requests and no accepts makes
+// the rejection probability exactly 1 (2^62 / (2^62 + 1) rounds to 1), so
+// the refusal does not depend on the random draw.
+func TestHedgeThrottleRefusesHedge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		th, err := retry.NewThrottle(retry.ThrottleConfig{})
+		if err != nil {
+			t.Fatal(err)
 		}
-		want := []retry.EventKind{att, retry.EventHedgeRefused, done}
-		if !sameKinds(r.kinds(), want) {
-			t.Fatalf("events %v, want %v", r.kinds(), want)
+		b, err := retry.NewBudget(retry.BudgetConfig{})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if e := r.events[1]; e.Attempt != 2 || !errors.Is(e.Err, retry.ErrBudgetExhausted) {
-			t.Errorf("refusal %+v, want attempt 2, ErrBudgetExhausted", e)
+		s := &script{after: func(int) time.Duration { return ms(50) }, result: func(int) error { return nil }}
+		var r recorder
+		p := retry.Policy{Throttle: th, Budget: b, Observer: &r}
+		err = retry.Hedge(t.Context(), p, fixed(t, ms(10), 0), func(ctx context.Context) error {
+			th.SetFleet(1<<62, 0) // the fleet's backend now rejects everything
+			if p := th.Probability(); p != 1 {
+				t.Fatalf("rejection probability %v, want exactly 1", p)
+			}
+			return s.op(ctx)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantHedgeRefused(t, s, &r, retry.ErrThrottled)
+		// The first copy and the refused hedge are the Throttle's requests;
+		// the first copy's success its one accept.
+		if req, acc := th.LocalCounts(); req != 2 || acc != 1 {
+			t.Errorf("throttle counted %d requests, %d accepts; want 2, 1", req, acc)
+		}
+		// The refused hedge drew nothing from the Budget.
+		if first, retries := b.LocalCounts(); first != 1 || retries != 0 {
+			t.Errorf("budget counted %d first attempts, %d retries; want 1, 0", first, retries)
 		}
 	})
 }

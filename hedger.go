@@ -106,6 +106,8 @@ type Hedger struct {
 
 	mu sync.Mutex
 	w  quantile.Window // guarded by mu; its ring is allocated at the first sample
+
+	pool sync.Pool // *hedgeCall[T] of ended calls, reused by the next
 }
 
 // NewHedger returns a Hedger configured by c, or an error naming the
