@@ -47,7 +47,7 @@ const (
 // rounds of every benchmark leave them out.
 func skipHedge(b *testing.B) {
 	if os.Getenv("RETRYKIT_HEDGE_BENCH") != "1" {
-		b.Skip("set RETRYKIT_HEDGE_BENCH=1 to run the hedging workloads (about 9 minutes)")
+		b.Skip("set RETRYKIT_HEDGE_BENCH=1 to run the hedging workloads (about 12 minutes)")
 	}
 }
 
@@ -141,6 +141,16 @@ func fixedHedger(b *testing.B, d time.Duration) *retry.Hedger {
 	return h
 }
 
+// adaptiveHedger is retrykit's adaptive Hedger at quantile q, its other
+// settings the defaults but for 2 copies.
+func adaptiveHedger(b *testing.B, q float64) *retry.Hedger {
+	h, err := retry.NewHedger(retry.HedgeConfig{Quantile: q, MaxCopies: 2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return h
+}
+
 func hedgedhttpRT(b *testing.B, d time.Duration) func(http.RoundTripper) http.RoundTripper {
 	return func(base http.RoundTripper) http.RoundTripper {
 		rt, err := hedgedhttp.NewRoundTripper(d, 2, base)
@@ -156,24 +166,28 @@ func failsafeRT(p hedgepolicy.HedgePolicy[*http.Response]) func(http.RoundTrippe
 }
 
 // BenchmarkHedgeTail runs each shape through every library: no hedging,
-// retrykit with fixed delays at the shape's p90 and p95 and with the zero
-// (adaptive) Hedger, cristalhq/hedgedhttp at p90 and p95, and
-// failsafe-go's hedge policy at p95 and adaptive (its delay quantile
-// 0.95).
+// retrykit with fixed delays at the shape's p90, p92 and p95, with the
+// zero (adaptive, quantile 0.95) Hedger and adaptive at quantile 0.9,
+// cristalhq/hedgedhttp at p90, p92 and p95, and failsafe-go's hedge
+// policy at p95 and adaptive at quantiles 0.95 and 0.9.
 func BenchmarkHedgeTail(b *testing.B) {
 	skipHedge(b)
 	for _, sh := range hedgeShapes {
-		p90, p95 := quantileOf(sh.draw, 0.90), quantileOf(sh.draw, 0.95)
-		b.Logf("shape %s: p90 %v, p95 %v", sh.name, p90, p95)
+		p90, p92, p95 := quantileOf(sh.draw, 0.90), quantileOf(sh.draw, 0.92), quantileOf(sh.draw, 0.95)
+		b.Logf("shape %s: p90 %v, p92 %v, p95 %v", sh.name, p90, p92, p95)
 		runHedgeLibs(b, sh, []hedgeLib{
 			{"none", func(base http.RoundTripper) http.RoundTripper { return base }},
 			{"retrykit-p90", retrykitHedge(fixedHedger(b, p90), nil)},
+			{"retrykit-p92", retrykitHedge(fixedHedger(b, p92), nil)},
 			{"retrykit-p95", retrykitHedge(fixedHedger(b, p95), nil)},
 			{"retrykit-adaptive", retrykitHedge(&retry.Hedger{}, nil)},
+			{"retrykit-adaptive-q90", retrykitHedge(adaptiveHedger(b, 0.9), nil)},
 			{"hedgedhttp-p90", hedgedhttpRT(b, p90)},
+			{"hedgedhttp-p92", hedgedhttpRT(b, p92)},
 			{"hedgedhttp-p95", hedgedhttpRT(b, p95)},
 			{"failsafe-p95", failsafeRT(hedgepolicy.NewWithDelay[*http.Response](p95))},
 			{"failsafe-adaptive", failsafeRT(hedgepolicy.NewWithDelayQuantile[*http.Response](0.95, 1000, 100))},
+			{"failsafe-adaptive-q90", failsafeRT(hedgepolicy.NewWithDelayQuantile[*http.Response](0.9, 1000, 100))},
 		})
 	}
 }
