@@ -123,15 +123,16 @@ func hedgeValue[T any](ctx context.Context, p *Policy, h *Hedger, op func(contex
 			return zero, err
 		}
 	}
-	c := getCall(ctx, p, h, op, op0)
-	c.copies = c.inline[:0]
+	var start time.Time
 	if p.MaxElapsed > 0 {
-		c.start = time.Now()
+		start = time.Now()
 	}
 	if err := ctx.Err(); err != nil {
-		c.release()
-		return zero, p.giveUp(ctx, &Error{Reason: ReasonContext, Cause: err}, c.start, 0)
+		return zero, p.giveUp(ctx, &Error{Reason: ReasonContext, Cause: err}, start, 0)
 	}
+	c := getCall(ctx, p, h, op, op0)
+	c.copies = c.inline[:0]
+	c.start = start
 	err, timedOut, _ := c.burst(0)
 	if err == nil {
 		if p.Observer != nil {
@@ -169,7 +170,7 @@ func (c *hedgeCall[T]) release() {
 		return
 	}
 	h := c.h
-	*c = hedgeCall[T]{fire: c.fire}
+	c.callState = callState[T]{}
 	h.pool.Put(c)
 }
 
@@ -187,10 +188,20 @@ func (c *hedgeCall[T]) attempts() int {
 	return c.sent
 }
 
-// hedgeCall is the state of one hedged call. Everything after mu is
-// guarded by it: the copies' goroutines and the hedge timer's callback
-// update it as their events happen.
+// hedgeCall is the state of one hedged call, reused through its Hedger's
+// pool. release resets callState but neither mu nor fire: the goroutine
+// that unlocked mu last may still be inside Unlock when the caller,
+// having locked it after, gives the state back.
 type hedgeCall[T any] struct {
+	mu   sync.Mutex
+	fire func() // c.onTimer, bound once per hedgeCall
+	callState[T]
+}
+
+// callState is what a hedged call sets up and updates. The fields from
+// sent on are guarded by hedgeCall.mu: the copies' goroutines and the
+// hedge timer's callback update them as their events happen.
+type callState[T any] struct {
 	p           Policy // a copy, so that the caller's stays on its stack
 	h           *Hedger
 	ctx         context.Context
@@ -200,7 +211,6 @@ type hedgeCall[T any] struct {
 	maxCopies   int
 	start       time.Time // with a MaxElapsed: when the call started
 
-	mu       sync.Mutex
 	sent     int         // attempts of the call so far (copies sent, first copies the Throttle rejected)
 	copies   []copyState // the copies in flight
 	v        T           // the winner's value, or the last failed copy's
@@ -214,7 +224,6 @@ type hedgeCall[T any] struct {
 	inline   [1]copyState // the first copy in flight, without an allocation
 	timer    *time.Timer  // the hedge timer, while armed
 	stale    int          // callbacks of stopped timers still to come, which do nothing
-	fire     func()       // c.onTimer, bound once per hedgeCall
 	pending  bool         // at the end of the last burst, a timer's callback was still to come
 	waiting  bool         // the caller waits on wake for the copies in flight
 	wake     chan struct{}

@@ -3,6 +3,10 @@ package retry_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -262,4 +266,126 @@ func TestHedgeRetainedContextKeepsItsCall(t *testing.T) {
 			t.Errorf("call %d: its copy's context is alive after the call returned", i)
 		}
 	}
+}
+
+// Calls whose context has ended before they start give up without the
+// Hedger's pool: two goroutines taking turns on one P (so that a state
+// one gives back is the next one's) ran into a race under -race when the
+// call read its start time after giving its state back.
+func TestHedgeEndedContextTouchesNoPooledState(t *testing.T) {
+	h := fixed(t, time.Hour, 0)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	p := retry.Policy{MaxElapsed: time.Hour}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for range 100 {
+				err := retry.Hedge(ctx, p, h, func(context.Context) error { return nil })
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("got %v, want an error matching context.Canceled", err)
+				}
+				runtime.Gosched()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+type callID struct{}
+
+// slowObserver holds up every third event for 20 to 120 µs. A hedged
+// call reports its events under its lock, so copies and timer callbacks
+// queue on it, and unlock it on the slow path that wakes a waiter.
+type slowObserver struct{ n atomic.Int64 }
+
+func (o *slowObserver) Observe(context.Context, retry.Event) {
+	if k := o.n.Add(1); k%3 == 0 {
+		time.Sleep(time.Duration(1+k%6) * 20 * time.Microsecond)
+	}
+}
+
+// Many calls share one Hedger, and so its pool of call states, with
+// hedges, failures, retries and two value types: every copy runs with
+// its own call's context and a fresh attempt number, each call returns
+// its own value with no copy left in flight, and -race sees no state
+// touched after it was given back (resetting the call's mutex with the
+// rest raced with the last Unlock, in about one run in three on one core:
+// taskset -c 0 and -cpu 4).
+func TestHedgePooledStateConcurrentCalls(t *testing.T) {
+	h, err := retry.NewHedger(retry.HedgeConfig{Delay: 30 * time.Microsecond, MaxCopies: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 26))
+			for range 200 {
+				id := ids.Add(1)
+				ctx := context.WithValue(t.Context(), callID{}, id)
+				p := retry.Policy{MaxAttempts: 6, Initial: retry.Immediate, Observer: &slowObserver{}}
+				var (
+					mu       sync.Mutex
+					seen     = map[int]bool{}
+					inFlight int
+				)
+				lat, fail := make([]time.Duration, 7), make([]bool, 7)
+				for i := range lat {
+					lat[i] = time.Duration(r.IntN(120)) * time.Microsecond
+					fail[i] = r.IntN(3) == 0
+				}
+				op := func(cctx context.Context) (int64, error) {
+					n := retry.HedgeAttempt(cctx)
+					mu.Lock()
+					if got := cctx.Value(callID{}); got != id {
+						t.Errorf("call %d: a copy runs with call %v's context", id, got)
+					}
+					if seen[n] || n < 1 || n > 6 {
+						t.Errorf("call %d: attempt %d again or out of range", id, n)
+					}
+					seen[n] = true
+					if inFlight++; inFlight > 3 {
+						t.Errorf("call %d: %d copies in flight, want at most 3", id, inFlight)
+					}
+					mu.Unlock()
+					defer func() { mu.Lock(); inFlight--; mu.Unlock() }()
+					select {
+					case <-time.After(lat[n]):
+					case <-cctx.Done():
+						return -id, cctx.Err()
+					}
+					if fail[n] {
+						return -id, errHedge
+					}
+					return id, nil
+				}
+				var (
+					v   int64
+					err error
+				)
+				if g%2 == 0 {
+					v, err = retry.HedgeValue(ctx, p, h, op)
+				} else {
+					var s string
+					s, err = retry.HedgeValue(ctx, p, h, func(cctx context.Context) (string, error) {
+						v, err := op(cctx)
+						return strconv.FormatInt(v, 10), err
+					})
+					v, _ = strconv.ParseInt(s, 10, 64)
+				}
+				if err == nil && v != id {
+					t.Errorf("call %d returned call %d's value", id, v)
+				}
+				mu.Lock()
+				if inFlight != 0 {
+					t.Errorf("call %d returned with %d copies in flight", id, inFlight)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
 }
