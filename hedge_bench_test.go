@@ -2,6 +2,7 @@ package retry_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,7 +12,8 @@ import (
 // BenchmarkHedgeFastAnswer is a hedged call whose first copy answers
 // before the hedge delay: it should cost about BenchmarkHedgeFloor more
 // than BenchmarkDoSuccess. BenchmarkHedgeFloorTimer is the timer's share
-// of that floor.
+// of that floor, and BenchmarkHedgeFloorAttempt adds to it the two things
+// any hedged call must also do.
 func BenchmarkHedgeFastAnswer(b *testing.B) {
 	ctx := context.Background()
 	h, err := retry.NewHedger(retry.HedgeConfig{Delay: time.Second})
@@ -52,5 +54,30 @@ func BenchmarkHedgeFloorTimer(b *testing.B) {
 	for b.Loop() {
 		t := time.AfterFunc(time.Second, func() {})
 		t.Stop()
+	}
+}
+
+type attemptKey struct{}
+
+// BenchmarkHedgeFloorAttempt is BenchmarkHedgeFloor plus what every
+// hedged call must also do: give the copy a context carrying its attempt
+// number (the server is told which attempt it sees), and settle with the
+// timer's callback, which runs on another goroutine, under a lock.
+func BenchmarkHedgeFloorAttempt(b *testing.B) {
+	ctx := context.Background()
+	op := func(context.Context) error { return nil }
+	var mu sync.Mutex
+	b.ReportAllocs()
+	for b.Loop() {
+		cctx, cancel := context.WithCancel(context.WithValue(ctx, attemptKey{}, 1))
+		t := time.AfterFunc(time.Second, func() { mu.Lock(); mu.Unlock() })
+		err := op(cctx)
+		mu.Lock()
+		t.Stop()
+		mu.Unlock()
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
 	}
 }
