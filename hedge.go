@@ -19,17 +19,20 @@ import (
 //	a copy succeeds                         it wins: the others are cancelled, Hedge returns nil
 //	a copy fails, retryable, others running the next copy is sent at once (gRFC A6's non-fatal code)
 //	a copy fails, not retryable             the call ends: the others are cancelled (gRFC A6's fatal code)
-//	a copy fails with a server wait [After] no more hedges in this burst (gRFC A6's pushback); the retry after it waits at least the longest such wait
+//	a copy fails with a server wait [After] no more hedges in this burst; the retry after it waits at least the longest such wait
 //	the policy's MaxElapsed is spent        no more copies; the call gives up once those in flight return
 //	the Budget or Throttle refuses a hedge  no more hedges in this burst; the copies in flight go on
 //	every copy in flight failed, retryable  a retry, as in Do: the policy's wait, then a new burst
 //
 // Hedging and retrying are one loop with one count: every copy is an
 // attempt. Policy.MaxAttempts caps the copies sent in all (gRFC A6's
-// maxAttempts); a failure while other copies are in flight sends the next
-// copy at once, and a failure that leaves none in flight is retried after
-// the policy's wait, as Do retries it, with every stop rule of Do. With
-// Policy.Initial set to [Immediate] this is gRFC A6's hedging exactly.
+// maxAttempts, which A6 also caps at 5); a failure while other copies are
+// in flight sends the next copy at once, and a failure that leaves none in
+// flight is retried after the policy's wait, as Do retries it, with every
+// stop rule of Do. With Policy.Initial set to [Immediate], that retry is
+// A6's next hedge sent at once. One rule differs from A6: a server wait
+// stops the burst's hedges and holds the retry after it, where A6 sends
+// the next hedge once the wait is over, even with copies in flight.
 // Layers still do not multiply: an error of an inner loop that gave up
 // ends the call as in Do.
 //
@@ -54,8 +57,10 @@ import (
 //
 // The Observer sees, besides Do's events, [EventHedge] for each hedge sent,
 // [EventHedgeWon] when a hedge wins, [EventHedgeCancelled] for each copy
-// cancelled and [EventHedgeRefused] for each hedge refused; with hedging,
-// events come from the goroutine of the copy concerned, one at a time.
+// cancelled and [EventHedgeRefused] for each hedge refused. With hedging,
+// events come one at a time from several goroutines: the caller's, the
+// copies', and the hedge timer's (a hedge sent or refused when the delay
+// runs out).
 //
 // Cost: a call whose first copy answers before the delay arms and stops
 // one timer and creates the copy's context, and allocates 4 times in all

@@ -28,7 +28,8 @@ const (
 	// keeps (8 KB).
 	DefaultHedgeSamples = 1000
 	// DefaultHedgeMaxCopies is the most copies of one call in flight at
-	// once, the first included: gRFC A6's cap on hedged attempts.
+	// once, the first included: 5, as gRFC A6's default cap on the
+	// attempts of a hedged call.
 	DefaultHedgeMaxCopies = 5
 )
 

@@ -89,8 +89,9 @@ type Event struct {
 // Observe is called synchronously, on the goroutine running the loop, with
 // the context of the call (for EventAttempt, the attempt's own context when
 // the policy has an AttemptTimeout, and in a hedged call always the copy's).
-// In a hedged call ([Hedge]) the events of one call come from the
-// goroutines of its copies, one at a time. Implementations must be safe for
+// In a hedged call ([Hedge]) the events of one call come one at a time
+// from several goroutines: the caller's, the copies' and the hedge
+// timer's. Implementations must be safe for
 // concurrent use, because one Policy serves any number of calls at once,
 // and must return quickly: the loop waits for them. They must not retain
 // the Event's Err beyond the call unless they need it.

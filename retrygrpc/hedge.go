@@ -16,22 +16,24 @@ import (
 // retry.HedgeValue: once a copy has been outstanding h's delay
 // (hedgingDelay), another copy is sent, up to p.MaxAttempts in all
 // (maxAttempts) and h's MaxCopies in flight; the first OK wins, and the
-// other copies are cancelled. Configure it per method with WithMethods,
-// as the retry policy is (the methods it leaves out are called once), and
-// hedge only methods safe to run several times at once.
+// other copies are cancelled. Without WithMethods every method is hedged;
+// with it, only those it names (the others are called once). Hedge only
+// methods safe to run several times at once.
 //
 // The codes of WithCodes (by default UNAVAILABLE and RESOURCE_EXHAUSTED)
 // are A6's nonFatalStatusCodes: a copy failing with one sends the next
 // copy at once; any other code is fatal and ends the call, cancelling the
 // copies in flight. A server's grpc-retry-pushback-ms stops further hedges
-// (a negative one, "do not retry", is fatal), and so does a
-// google.rpc.RetryInfo. Each copy after the first carries
+// in the burst, and so does a google.rpc.RetryInfo; a negative pushback,
+// "do not retry", is fatal. A6 sends the next hedge once a positive
+// pushback's wait is over; here the retry after the burst waits for it. Each copy after the first carries
 // grpc-previous-rpc-attempts (HeaderPreviousAttempts), the number of
 // copies sent before it. Every copy beyond the first draws on p.Budget and
 // goes through p.Throttle (A6: hedges count against retry throttling).
 // When every copy in flight failed with a non-fatal code, the call is
-// retried after p's wait, as UnaryClientInterceptor would (set p.Initial
-// to retry.Immediate for A6's behaviour exactly).
+// retried after p's wait, as UnaryClientInterceptor would; with p.Initial
+// set to retry.Immediate that retry is A6's next hedge, sent at once.
+// p.MaxAttempts is not capped at A6's 5: set it (the zero Policy's is 10).
 //
 // A6 commits a call to the first copy that receives response headers.
 // grpc-go's unary invoker returns only once the whole response is in, so

@@ -92,9 +92,9 @@ func slowFirst(n int) time.Duration {
 	return 0
 }
 
-// The winner's answer reaches the caller with its attempt number; the
-// loser's request is cancelled at once, and with MaxConnsPerHost 1 no
-// connection stays taken: the calls that follow go through.
+// The winner's answer reaches the caller with its attempt number, and the
+// loser's request is cancelled at once. (A MaxConnsPerHost 1 transport is
+// TestHedgeReleasesConnectionsMaxConnsPerHost1's.)
 func TestHedgeGETWinnerAndLoser(t *testing.T) {
 	s, srv := newHedgeServer(t, slowFirst)
 	base := &http.Transport{MaxConnsPerHost: 2}

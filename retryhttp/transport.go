@@ -155,11 +155,12 @@ type Transport struct {
 	MaxBufferedBody int64
 
 	// Hedge, when set, hedges requests that are safe to send several
-	// times at once: an idempotent method or a non-empty idempotency key
-	// (never a POST without one, whatever RetryNonIdempotent says), no
-	// Trailer (a body may fill it in as it is read; such a request is
-	// retried one copy at a time), and no body or one replayable through
-	// GetBody or the buffer. Once a copy has been outstanding Hedge's
+	// times at once: an idempotent method, a non-empty idempotency key, or
+	// net/http's mark of an idempotent request (the key present with a nil
+	// value, which is not sent); never a POST without one of these,
+	// whatever RetryNonIdempotent says. Also no Trailer (a body may fill
+	// it in as it is read; such a request is retried one copy at a time),
+	// and no body or one replayable through GetBody or the buffer. Once a copy has been outstanding Hedge's
 	// delay, another is sent (carrying [HeaderAttempt]); the first
 	// response whose status is not retried wins, and the others are
 	// cancelled and closed, unread, before RoundTrip returns. A hedge whose

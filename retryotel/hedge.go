@@ -34,7 +34,7 @@ func newHedgeCounters(m metric.Meter) hedgeCounters {
 	}
 	return hedgeCounters{
 		sent:    counter("retry.hedge.sent", "Hedges sent: copies of a call sent while an earlier copy was still in flight."),
-		won:     counter("retry.hedge.won", "Hedges that answered first: calls won by a copy other than the first sent."),
+		won:     counter("retry.hedge.won", "Hedges that answered first: calls won by a copy sent while an earlier one was in flight."),
 		refused: counter("retry.hedge.refused", "Hedges not sent because a retry.Budget or retry.Throttle refused them."),
 	}
 }

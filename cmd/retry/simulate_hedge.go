@@ -73,7 +73,7 @@ requests (.png or .svg), one line per rule through its quantiles.`,
 	f.IntVar(&o.warmUp, "warm-up", retry.DefaultHedgeWarmUp, "latencies an adaptive delay learns before its first hedge")
 	f.IntVar(&o.samples, "samples", retry.DefaultHedgeSamples, "latencies an adaptive delay keeps")
 	f.DurationVar(&o.minDelay, "min-delay", retry.DefaultHedgeMinDelay, "floor of an adaptive delay")
-	f.StringVar(&o.budget, "budget", "shared", "retry budget for the hedges: none or shared")
+	f.StringVar(&o.budget, "budget", "shared", "retry budget for the hedges: none, or shared (one Budget that every request's hedges draw on, as one client's would)")
 	f.Float64Var(&o.budgetRatio, "budget-ratio", retry.DefaultBudgetRatio, "hedges the budget grants per first attempt (negative: none)")
 	f.Float64Var(&o.budgetFloor, "budget-min-per-second", retry.DefaultBudgetMinPerSecond, "hedges per second the budget grants whatever the traffic (negative: none)")
 	f.DurationVar(&o.budgetWindow, "budget-window", retry.DefaultBudgetWindow, "how long the budget remembers")
