@@ -194,7 +194,8 @@ func BenchmarkHedgeTail(b *testing.B) {
 
 // BenchmarkHedgeOutage: every request slow, delays tuned on shape a's p95.
 // Without a budget every request sends its hedge (the load doubles); with
-// a Budget of ratio 0.1 the hedges stay near 10 % of requests.
+// a Budget of ratio 0.1 the hedges stay near 10 % of requests, a little
+// more with its default floor of 1 a second, at most 10 % without it.
 func BenchmarkHedgeOutage(b *testing.B) {
 	skipHedge(b)
 	p95 := quantileOf(hedgeShapes[0].draw, 0.95)
@@ -203,10 +204,15 @@ func BenchmarkHedgeOutage(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	bn, err := retry.NewBudget(retry.BudgetConfig{Ratio: 0.1, MinPerSecond: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
 	runHedgeLibs(b, outage, []hedgeLib{
 		{"none", func(base http.RoundTripper) http.RoundTripper { return base }},
 		{"retrykit-p95", retrykitHedge(fixedHedger(b, p95), nil)},
 		{"retrykit-p95-budget", retrykitHedge(fixedHedger(b, p95), bg)},
+		{"retrykit-p95-budget-nofloor", retrykitHedge(fixedHedger(b, p95), bn)},
 		{"hedgedhttp-p95", hedgedhttpRT(b, p95)},
 	})
 }
