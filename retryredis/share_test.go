@@ -28,6 +28,10 @@ var waitFor = fleettest.WaitFor
 // reserve: what one grants, the other cannot.
 func TestShareBudgetTwoProcesses(t *testing.T) { fleettest.ShareBudgetTwoProcesses(t, shareDial) }
 
+// TestShareBudgetBoundsHedges: hedges draw on the shared Budget as retries
+// do: what hedged calls through one process spend, the other cannot.
+func TestShareBudgetBoundsHedges(t *testing.T) { fleettest.ShareBudgetBoundsHedges(t, shareDial) }
+
 // TestShareScriptFlushed: after SCRIPT FLUSH the engine loads the script
 // again (NOSCRIPT) and keeps syncing, without a fallback.
 func TestShareScriptFlushed(t *testing.T) { fleettest.ShareScriptFlushed(t, shareDial) }

@@ -2,6 +2,7 @@ package fleettest
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -65,17 +66,61 @@ func stats(s Share) string {
 
 // ShareBudgetTwoProcesses: two Budgets with their own clients share one
 // reserve: what one grants, the other cannot.
-func ShareBudgetTwoProcesses(t *testing.T, dial Dialer) {
+func ShareBudgetTwoProcesses(t *testing.T, dial Dialer) { shareReserve(t, dial, "t2p", Grant) }
+
+// ShareBudgetBoundsHedges: hedges draw on a shared Budget as retries do.
+// What hedged calls through one process spend of the shared reserve,
+// hedged calls through the other cannot.
+func ShareBudgetBoundsHedges(t *testing.T, dial Dialer) {
+	shareReserve(t, dial, "hedges", func(b *retry.Budget, max int) int { return hedgeGrant(t, b, max) })
+}
+
+// hedgeGrant makes up to max hedged calls through a Policy with Budget b,
+// each of which asks b for one hedge (its first copy takes 20 ms, the
+// hedge is due after 1 ms and answers at once), and returns how many
+// hedges were sent: the ones b granted.
+func hedgeGrant(t *testing.T, b *retry.Budget, max int) int {
+	t.Helper()
+	h, err := retry.NewHedger(retry.HedgeConfig{Delay: time.Millisecond, MaxCopies: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := retry.Policy{Budget: b, MaxAttempts: 2}
+	hedges := 0
+	for range max {
+		err := retry.Hedge(context.Background(), p, h, func(ctx context.Context) error {
+			if retry.HedgeAttempt(ctx) > 1 {
+				hedges++ // one hedge per call, and only its copy runs this
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+				return nil
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return hedges
+}
+
+// shareReserve: two Budgets with their own clients, sharing under prefix
+// a reserve of 10, spend it through grant: 6 through the first, then at
+// most the 4 left through the second.
+func shareReserve(t *testing.T, dial Dialer, prefix string, grant func(b *retry.Budget, max int) int) {
 	srv := redistest.Start(t)
 	cfg := retry.BudgetConfig{Ratio: -1, MinPerSecond: 1, Window: 10 * time.Second} // reserve 10
 	b1, _ := retry.NewBudget(cfg)
 	b2, _ := retry.NewBudget(cfg)
-	s1, err := dial(t, srv.Addr()).ShareBudget("t2p", b1, ShareOptions{})
+	s1, err := dial(t, srv.Addr()).ShareBudget(prefix, b1, ShareOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s1.Close()
-	s2, err := dial(t, srv.Addr()).ShareBudget("t2p", b2, ShareOptions{})
+	s2, err := dial(t, srv.Addr()).ShareBudget(prefix, b2, ShareOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +132,7 @@ func ShareBudgetTwoProcesses(t *testing.T, dial Dialer) {
 	// sync: spend 6 of the shared 10 over a few syncs.
 	got1 := 0
 	for end := time.Now().Add(3 * time.Second); got1 < 6 && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		got1 += Grant(b1, 6-got1)
+		got1 += grant(b1, 6-got1)
 	}
 	if got1 != 6 {
 		t.Fatalf("b1 granted %d, want 6", got1)
@@ -96,7 +141,7 @@ func ShareBudgetTwoProcesses(t *testing.T, dial Dialer) {
 	time.Sleep(250 * time.Millisecond)
 	got2 := 0
 	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		got2 += Grant(b2, 100)
+		got2 += grant(b2, 100)
 	}
 	if got2 > 4 {
 		t.Fatalf("b2 granted %d after b1 took 6 of the shared reserve of 10, want ≤ 4", got2)
@@ -114,7 +159,7 @@ func ShareBudgetTwoProcesses(t *testing.T, dial Dialer) {
 		if err != nil || ttl == "-1" {
 			t.Fatalf("key %q has no TTL (%s, %v)", k, ttl, err)
 		}
-		if !strings.HasPrefix(k, "{t2p}:budget:w10000:") {
+		if !strings.HasPrefix(k, "{"+prefix+"}:budget:w10000:") {
 			t.Fatalf("unexpected key %q", k)
 		}
 	}
