@@ -63,9 +63,9 @@ import (
 // runs out).
 //
 // Cost: a call whose first copy answers before the delay arms and stops
-// one timer and creates the copy's context, and allocates 4 times in all
-// (see the package benchmarks); an adaptive Hedger also reads the clock
-// twice to learn the latency.
+// one timer and creates the copy's context; without an AttemptTimeout it
+// allocates 4 times in all (see the package benchmarks). An adaptive
+// Hedger also reads the clock twice to learn the latency.
 func Hedge(ctx context.Context, p Policy, h *Hedger, op func(context.Context) error) error {
 	if h == nil {
 		return run(ctx, &p, op)
