@@ -53,6 +53,20 @@ func (r Reason) String() string {
 // that stopped because its [Budget] refused a retry.
 var ErrBudgetExhausted = errors.New("retry: retry budget exhausted")
 
+// ErrMaybeApplied is matched (with errors.Is) by the error of a call whose
+// last attempt may have taken effect at the server although no reply came
+// back: a connection lost after the request was sent, a lost COMMIT reply.
+// Such a call is not repeated unless it is safe to repeat, and its caller
+// must find out whether it took effect before trying again. Every
+// integration module's errors match this one value.
+var ErrMaybeApplied = errors.New("retry: call may have been applied")
+
+// ErrNotSent is matched (with errors.Is) by the error of a call whose last
+// attempt certainly never reached the server (a refused dial, a request
+// that never left the client), so repeating it cannot apply it twice.
+// Every integration module's errors match this one value.
+var ErrNotSent = errors.New("retry: call was not sent")
+
 // ErrThrottled is the error of an attempt that a [Throttle] rejected locally:
 // the operation was not called. It is retried like any failure. When a loop
 // gives up on such an attempt after one that was made, the [Error]'s Err
