@@ -84,7 +84,7 @@ func ExampleAfter() {
 	p := retry.Policy{
 		Initial:    time.Millisecond,
 		MaxDelay:   time.Millisecond,
-		Jitter:     retry.NoJitter,
+		Jitter:     retry.NoJitter(),
 		MaxElapsed: time.Second,
 		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
 			if e.Kind == retry.EventRetry {
@@ -119,7 +119,7 @@ func ExamplePolicy_Delays() {
 		Initial:     time.Second,
 		Multiplier:  2,
 		MaxDelay:    4 * time.Second,
-		Jitter:      retry.NoJitter,
+		Jitter:      retry.NoJitter(),
 		MaxAttempts: 5,
 	}
 	for n, d := range p.Delays() {
@@ -188,7 +188,7 @@ func ExampleObserverFunc() {
 	p := retry.Policy{
 		Initial:     time.Millisecond,
 		MaxDelay:    2 * time.Millisecond,
-		Jitter:      retry.NoJitter,
+		Jitter:      retry.NoJitter(),
 		MaxAttempts: 3,
 		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
 			switch e.Kind {

@@ -313,7 +313,7 @@ func TestHedgeRetriesAfterBurstFails(t *testing.T) {
 				return nil
 			},
 		}
-		p := retry.Policy{Initial: ms(100), Jitter: retry.NoJitter}
+		p := retry.Policy{Initial: ms(100), Jitter: retry.NoJitter()}
 		if err := retry.Hedge(t.Context(), p, fixed(t, ms(10), 0), s.op); err != nil {
 			t.Fatal(err)
 		}

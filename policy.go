@@ -255,7 +255,7 @@ func AWSStandard() Policy {
 		Initial:     50 * time.Millisecond,
 		Multiplier:  2,
 		MaxDelay:    20 * time.Second,
-		Jitter:      FullJitter,
+		Jitter:      FullJitter(),
 		MaxAttempts: 3,
 	}
 }

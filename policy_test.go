@@ -101,7 +101,7 @@ func TestPresets(t *testing.T) {
 		t.Errorf("Default() = %+v, want the zero Policy", p)
 	}
 	aws := retry.AWSStandard()
-	if aws.MaxAttempts != 3 || aws.Jitter != retry.FullJitter || aws.MaxDelay != 20*time.Second || aws.Initial != 50*time.Millisecond {
+	if aws.MaxAttempts != 3 || aws.Jitter != retry.FullJitter() || aws.MaxDelay != 20*time.Second || aws.Initial != 50*time.Millisecond {
 		t.Errorf("AWSStandard() = %+v", aws)
 	}
 	g := retry.GRPCConnect()
@@ -130,10 +130,10 @@ func TestJitterString(t *testing.T) {
 		want string
 	}{
 		{retry.Jitter{}, "additive"},
-		{retry.NoJitter, "none"},
-		{retry.FullJitter, "full"},
-		{retry.EqualJitter, "equal"},
-		{retry.DecorrelatedJitter, "decorrelated"},
+		{retry.NoJitter(), "none"},
+		{retry.FullJitter(), "full"},
+		{retry.EqualJitter(), "equal"},
+		{retry.DecorrelatedJitter(), "decorrelated"},
 		{retry.AdditiveJitter(250 * time.Millisecond), "additive:250ms"},
 		{retry.ProportionalJitter(0.2), "proportional:0.2"},
 	} {

@@ -6,7 +6,7 @@
 // Budget, Throttle and Observer as retry.Do does, and repeats a request
 // whose reply was lost only when the operation is safe to repeat.
 //
-//	r, err := retryaws.New(retry.Policy{Initial: 50 * time.Millisecond, Jitter: retry.FullJitter, MaxAttempts: 4})
+//	r, err := retryaws.New(retry.Policy{Initial: 50 * time.Millisecond, Jitter: retry.FullJitter(), MaxAttempts: 4})
 //	if err != nil { ... }
 //	cfg, err := config.LoadDefaultConfig(ctx, config.WithRetryer(func() aws.Retryer { return r }))
 //

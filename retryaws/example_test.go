@@ -24,7 +24,7 @@ func ExampleNew() {
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 
-	r, err := retryaws.New(retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.FullJitter, MaxAttempts: 4})
+	r, err := retryaws.New(retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.FullJitter(), MaxAttempts: 4})
 	if err != nil {
 		fmt.Println(err)
 		return

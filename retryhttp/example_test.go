@@ -23,7 +23,7 @@ func ExampleTransport() {
 	defer srv.Close()
 
 	client := &http.Client{Transport: &retryhttp.Transport{
-		Policy: retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 4},
+		Policy: retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 4},
 	}}
 	resp, err := client.Get(srv.URL)
 	if err != nil {

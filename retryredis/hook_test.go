@@ -26,7 +26,7 @@ func testPolicy() retry.Policy {
 	return retry.Policy{
 		Initial:     time.Millisecond,
 		MaxDelay:    5 * time.Millisecond,
-		Jitter:      retry.FullJitter,
+		Jitter:      retry.FullJitter(),
 		MaxAttempts: 20,
 		MaxElapsed:  10 * time.Second,
 	}
@@ -169,7 +169,7 @@ func TestNotSentRetried(t *testing.T) {
 	ctx := context.Background()
 	// Back after two refused dials: fewer than PoolSize (4) failed dials in
 	// a row, after which go-redis stops dialing and probes once a second.
-	c := newClient(t, px.Addr(), retry.Policy{Initial: 2 * time.Millisecond, MaxDelay: 10 * time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 100,
+	c := newClient(t, px.Addr(), retry.Policy{Initial: 2 * time.Millisecond, MaxDelay: 10 * time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 100,
 		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
 			if e.Kind == retry.EventRetry && e.Attempt == 2 {
 				px.SetRefuse(false)
@@ -367,7 +367,7 @@ func TestRecoverUnderLoad(t *testing.T) {
 		goleak.IgnoreAnyFunction("github.com/retrykit/retry/internal/redistest.(*Server).start.func1"))
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	p := retry.Policy{Initial: 2 * time.Millisecond, MaxDelay: 50 * time.Millisecond, Jitter: retry.FullJitter,
+	p := retry.Policy{Initial: 2 * time.Millisecond, MaxDelay: 50 * time.Millisecond, Jitter: retry.FullJitter(),
 		MaxAttempts: retry.Unlimited, MaxElapsed: 5 * time.Second}
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1, PoolSize: 4})
 	if err := retryredis.Instrument(ctx, c, p); err != nil {

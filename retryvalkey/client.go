@@ -45,7 +45,7 @@ func NewClient(opt valkey.ClientOption, p retry.Policy) (valkey.Client, error) {
 	switch {
 	case p.AttemptTimeout != 0:
 		return nil, fmt.Errorf("retryvalkey: Policy.AttemptTimeout %v: valkey-go runs every attempt with the call's context; bound attempts with ClientOption.ConnWriteTimeout or the context", p.AttemptTimeout)
-	case p.Jitter == retry.DecorrelatedJitter:
+	case p.Jitter == retry.DecorrelatedJitter():
 		return nil, errors.New("retryvalkey: Policy.Jitter DecorrelatedJitter: valkey-go does not pass the previous wait to RetryDelay")
 	case opt.DisableRetry:
 		return nil, errors.New("retryvalkey: ClientOption.DisableRetry is set: valkey-go's retry loop is the one retrykit drives")

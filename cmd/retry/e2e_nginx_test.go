@@ -244,7 +244,7 @@ func burst(kind string, do func(path string)) []string {
 var e2ePolicy = retry.Policy{
 	Initial:     10 * time.Millisecond,
 	MaxDelay:    300 * time.Millisecond,
-	Jitter:      retry.FullJitter,
+	Jitter:      retry.FullJitter(),
 	MaxAttempts: 60,
 	MaxElapsed:  40 * time.Second,
 }

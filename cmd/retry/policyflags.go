@@ -187,8 +187,8 @@ func parseJitter(s string) (retry.Jitter, error) {
 		if hasArg {
 			return retry.Jitter{}, fmt.Errorf("%s takes no argument", name)
 		}
-		return map[string]retry.Jitter{"none": retry.NoJitter, "full": retry.FullJitter,
-			"equal": retry.EqualJitter, "decorrelated": retry.DecorrelatedJitter}[name], nil
+		return map[string]retry.Jitter{"none": retry.NoJitter(), "full": retry.FullJitter(),
+			"equal": retry.EqualJitter(), "decorrelated": retry.DecorrelatedJitter()}[name], nil
 	case "additive":
 		if !hasArg {
 			return retry.Jitter{}, nil // the default: 0..min(1 s, --initial)

@@ -156,7 +156,7 @@ func runWorker(a Adapter, c WorkerConfig) (*WorkerResult, error) {
 	var p retry.Policy
 	switch c.Kind {
 	case "budget":
-		p = retry.Policy{Budget: b, MaxAttempts: 4, Initial: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond, Jitter: retry.NoJitter}
+		p = retry.Policy{Budget: b, MaxAttempts: 4, Initial: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond, Jitter: retry.NoJitter()}
 	case "throttle":
 		p = retry.Policy{Throttle: th, MaxAttempts: 1}
 	case "fault":
