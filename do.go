@@ -192,7 +192,7 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 		}
 		d := p.delay(n-1, prev, nil)
 		prev = d
-		if ra, ok := RetryAfter(err); ok && ra > d {
+		if ra, ok := ServerWaitOf(err); ok && ra > d {
 			d = ra
 		}
 		// The clock is read only when something needs it: a time budget, a
@@ -341,7 +341,7 @@ func (p *Policy) giveUp(ctx context.Context, e *Error, start time.Time, waited t
 // ends after MaxAttempts-1 waits, or as soon as the waits alone would reach
 // MaxElapsed; with [Unlimited] it ends only then, so with no MaxElapsed, or
 // with [Immediate] (zero waits never add up to it, while Do's attempts take
-// time), it never ends: break out of the loop. Waits requested by servers ([After]) are not included. An
+// time), it never ends: break out of the loop. Waits requested by servers ([ServerWait]) are not included. An
 // invalid policy yields nothing: check [Policy.Validate] first.
 func (p Policy) Delays() iter.Seq2[int, time.Duration] {
 	return func(yield func(int, time.Duration) bool) {

@@ -301,9 +301,9 @@ func TestAfterServerWait(t *testing.T) {
 			calls = append(calls, time.Now())
 			switch len(calls) {
 			case 1:
-				return retry.After(errTransient, 10*time.Second) // longer than 1 s: used
+				return retry.ServerWait(errTransient, 10*time.Second) // longer than 1 s: used
 			case 2:
-				return retry.After(errTransient, time.Millisecond) // shorter than 2 s: ignored
+				return retry.ServerWait(errTransient, time.Millisecond) // shorter than 2 s: ignored
 			}
 			return nil
 		})
@@ -313,11 +313,11 @@ func TestAfterServerWait(t *testing.T) {
 		if got, want := gaps(calls), []time.Duration{10 * time.Second, 2 * time.Second}; !equalDurations(got, want) {
 			t.Fatalf("waits = %v, want %v", got, want)
 		}
-		if d, ok := retry.RetryAfter(retry.After(errTransient, time.Minute)); !ok || d != time.Minute {
-			t.Errorf("RetryAfter = %v, %v", d, ok)
+		if d, ok := retry.ServerWaitOf(retry.ServerWait(errTransient, time.Minute)); !ok || d != time.Minute {
+			t.Errorf("ServerWaitOf = %v, %v", d, ok)
 		}
-		if retry.After(nil, time.Second) != nil {
-			t.Error("After(nil) != nil")
+		if retry.ServerWait(nil, time.Second) != nil {
+			t.Error("ServerWait(nil) != nil")
 		}
 	})
 }
@@ -330,7 +330,7 @@ func TestAfterThatDoesNotFitGivesUpAtOnce(t *testing.T) {
 		n := 0
 		err := retry.Do(ctx, retry.Policy{}, func(context.Context) error {
 			n++
-			return retry.After(errTransient, time.Hour)
+			return retry.ServerWait(errTransient, time.Hour)
 		})
 		if time.Since(start) != 0 || n != 1 {
 			t.Fatalf("slept %v, %d calls: want immediate give-up", time.Since(start), n)
@@ -341,7 +341,7 @@ func TestAfterThatDoesNotFitGivesUpAtOnce(t *testing.T) {
 		n = 0
 		err = retry.Do(t.Context(), retry.Policy{MaxElapsed: time.Minute}, func(context.Context) error {
 			n++
-			return retry.After(errTransient, time.Hour)
+			return retry.ServerWait(errTransient, time.Hour)
 		})
 		var re *retry.Error
 		if n != 1 || !errors.As(err, &re) || re.Reason != retry.ReasonTimeBudget {
@@ -632,7 +632,7 @@ func TestRetryEventElapsedAndServerDelay(t *testing.T) {
 		retry.Do(t.Context(), p, func(context.Context) error {
 			n++
 			time.Sleep(time.Second) // each attempt takes 1 s
-			return retry.After(errTransient, 5*time.Second)
+			return retry.ServerWait(errTransient, 5*time.Second)
 		})
 		want := []retry.Event{
 			{Kind: retry.EventRetry, Attempt: 1, MaxAttempts: 3, Delay: 5 * time.Second, Elapsed: 0},

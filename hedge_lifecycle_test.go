@@ -80,7 +80,7 @@ func TestHedgePushbackHoldsForTheRetry(t *testing.T) {
 			result: func(n int) error {
 				switch n {
 				case 1:
-					return retry.After(errHedge, time.Second)
+					return retry.ServerWait(errHedge, time.Second)
 				case 2:
 					return errHedge
 				}
@@ -192,7 +192,7 @@ func TestHedgeEventSequencesConsistent(t *testing.T) {
 				case 0, 1, 2:
 					return errHedge
 				case 3:
-					return retry.After(errHedge, ms(5))
+					return retry.ServerWait(errHedge, ms(5))
 				case 4:
 					if seed%5 == 0 {
 						return errFatal

@@ -130,7 +130,7 @@ func TestObserverThrottleAndBudget(t *testing.T) {
 		if want := []retry.EventKind{att, ref, done}; !sameKinds(r.kinds(), want) {
 			t.Fatalf("kinds %v, want %v", r.kinds(), want)
 		}
-		if d := r.events[2]; d.Reason != retry.ReasonBudget || !errors.Is(d.Err, retry.ErrBudgetExhausted) || !errors.Is(err, retry.ErrBudgetExhausted) {
+		if d := r.events[2]; d.Reason != retry.ReasonBudget || !errors.Is(d.Err, retry.ErrBudgetRefused) || !errors.Is(err, retry.ErrBudgetRefused) {
 			t.Errorf("done event %+v", d)
 		}
 

@@ -33,7 +33,7 @@ func TestFastValidImpliesValid(t *testing.T) {
 		}
 	}
 	for _, p := range []Policy{{}, {Initial: Immediate}, {Initial: Immediate, MaxAttempts: 4},
-		{Initial: Immediate, MaxDelay: time.Nanosecond, Jitter: FullJitter()}, AWSStandard(),
+		{Initial: Immediate, MaxDelay: time.Nanosecond, Jitter: FullJitter()}, AWSStandardPolicy(),
 		{Initial: 10 * time.Millisecond}, {Initial: time.Second, MaxDelay: time.Second}} {
 		if !p.fastValid() {
 			t.Errorf("%+v: not on the fast path", p)

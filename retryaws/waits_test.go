@@ -189,8 +189,8 @@ func TestBudgetAndThrottle(t *testing.T) {
 		p := retry.Policy{Initial: time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 10, Budget: b}
 		s, d := clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f})
 		err = opGetItem.call(context.Background(), s, d)
-		if !errors.Is(err, retry.ErrBudgetExhausted) || f.Requests("GetItem") != 3 {
-			t.Fatalf("err %v after %d requests, want ErrBudgetExhausted after 3", err, f.Requests("GetItem"))
+		if !errors.Is(err, retry.ErrBudgetRefused) || f.Requests("GetItem") != 3 {
+			t.Fatalf("err %v after %d requests, want ErrBudgetRefused after 3", err, f.Requests("GetItem"))
 		}
 		if firsts, retries := b.LocalCounts(); firsts != 1 || retries != 2 {
 			t.Fatalf("budget counted %d first attempts and %d retries, want 1 and 2", firsts, retries)

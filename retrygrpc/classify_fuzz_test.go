@@ -60,7 +60,7 @@ func FuzzServerHints(f *testing.F) {
 		if retry.IsPermanent(err) {
 			return // a hint over the cap
 		}
-		d, _ := retry.RetryAfter(err)
+		d, _ := retry.ServerWaitOf(err)
 		if d < 0 || d > c.maxServerDelay+time.Second {
 			t.Fatalf("pushback %q (%v), RetryInfo %v %d s %d ns: wait %v", pushback, hasPushback, hasInfo, sec, nanos, d)
 		}

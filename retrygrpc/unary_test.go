@@ -365,7 +365,7 @@ func TestBudgetRefuses(t *testing.T) {
 	s := &echoServer{unary: failFirst(100, status.Error(codes.Unavailable, "down"))}
 	cc := serve(t, s, retrygrpc.DialOptions(p)...)
 	_, err = callUnary(t.Context(), cc, methodUnary)
-	if !errors.Is(err, retry.ErrBudgetExhausted) || status.Code(err) != codes.Unavailable {
+	if !errors.Is(err, retry.ErrBudgetRefused) || status.Code(err) != codes.Unavailable {
 		t.Fatalf("err = %v, want budget exhausted wrapping Unavailable", err)
 	}
 	if got := s.Calls(methodUnary); got != 2 {

@@ -83,11 +83,11 @@ func (f *policyFlags) policy() (retry.Policy, error) {
 	var p retry.Policy
 	switch f.preset {
 	case "default", "":
-		p = retry.Default()
+		p = retry.Policy{}
 	case "aws":
-		p = retry.AWSStandard()
+		p = retry.AWSStandardPolicy()
 	case "grpc":
-		p = retry.GRPCConnect()
+		p = retry.GRPCConnectPolicy()
 	default:
 		return p, usagef("--preset %q: want default, aws or grpc", f.preset)
 	}
