@@ -9,6 +9,7 @@ import (
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/fleettest"
 	"github.com/retrykit/retry/internal/redistest"
+	"github.com/retrykit/retry/retryshare"
 	"github.com/retrykit/retry/retryvalkey"
 	"github.com/valkey-io/valkey-go"
 	"go.uber.org/goleak"
@@ -27,7 +28,7 @@ func shareClient(t *testing.T, addr string) valkey.Client {
 }
 
 // shareDial adapts shareClient for the shared tests in internal/fleettest.
-func shareDial(t *testing.T, addr string) fleettest.Client { return fleetClient{shareClient(t, addr)} }
+func shareDial(t *testing.T, addr string) fleettest.Client { return fleetClient(shareClient(t, addr)) }
 
 var (
 	waitFor = fleettest.WaitFor
@@ -58,8 +59,8 @@ func TestShareFallbackAndRejoin(t *testing.T) { fleettest.ShareFallbackAndRejoin
 
 func TestShareErrors(t *testing.T) {
 	srv := redistest.Start(t)
-	fleettest.ShareErrors(t, "retryvalkey", shareDial(t, srv.Addr()), func(b *retry.Budget) error {
-		_, err := retryvalkey.ShareBudget(nil, "p", b)
+	fleettest.ShareErrors(t, "retryshare", shareDial(t, srv.Addr()), func(b *retry.Budget) error {
+		_, err := retryshare.Budget(retryvalkey.ShareStore(nil), "p", b)
 		return err
 	})
 }
@@ -87,7 +88,7 @@ func TestShareReadsFleetKeys(t *testing.T) {
 		srv.Do("HSET", key, "a", "0", "b", "9")
 		srv.Do("PEXPIRE", key, "20000")
 	}
-	s, err := retryvalkey.ShareBudget(shareClient(t, srv.Addr()), "mixed", b)
+	s, err := retryshare.Budget(retryvalkey.ShareStore(shareClient(t, srv.Addr())), "mixed", b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +113,6 @@ func TestShareThroughRetryClient(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(c.Close)
-		return fleetClient{c}
+		return fleetClient(c)
 	})
 }

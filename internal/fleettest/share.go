@@ -303,7 +303,7 @@ func ShareFallbackAndRejoin(t *testing.T, dial Dialer) {
 }
 
 // ShareErrors: a bad argument or option is an error with the module's
-// prefix ("retryredis: "). c is any client; nilClient shares with a nil
+// prefix ("retryshare: "). c is any client; nilClient shares with a nil
 // client of the module.
 func ShareErrors(t *testing.T, module string, c Client, nilClient func(*retry.Budget) error) {
 	b, _ := retry.NewBudget(retry.BudgetConfig{})
