@@ -39,7 +39,7 @@ type attemptError struct {
 	code codes.Code
 	// refused: the code is one that is retried, but the server's answer
 	// forbids a retry (a "do not retry" pushback, a wait longer than
-	// WithMaxServerDelay, or response headers, which commit the call), or
+	// WithMaxServerWait, or response headers, which commit the call), or
 	// the error is the client's own and would recur (sendTooLarge). Enclosing retry layers, which cannot see
 	// the trailer or the headers, must not retry it either: result keeps
 	// the *retry.Error for them.

@@ -17,7 +17,7 @@ import (
 // retryable status carries, classify never panics; a malformed or negative
 // pushback stops the retries, and so does a trailer with two values,
 // whatever they are (as in grpc-go); a retry it allows waits no less than either
-// valid hint asks and no more than WithMaxServerDelay plus its jitter.
+// valid hint asks and no more than WithMaxServerWait plus its jitter.
 func FuzzServerHints(f *testing.F) {
 	f.Add("200", true, int64(0), int32(300_000_000), true, "", false)
 	f.Add("-1", false, int64(1), int32(0), false, "10", false)

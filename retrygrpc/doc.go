@@ -61,7 +61,7 @@
 // (grpc-go does not retry then either). They read
 // google.rpc.RetryInfo from the status details the same way
 // (retry_delay is the least wait). A server's wait is capped by
-// [WithMaxServerDelay] (5 min by default: asking for more, or for more
+// [WithMaxServerWait] (5 min by default: asking for more, or for more
 // than a time.Duration holds whatever the cap, returns the error at
 // once), gets a jitter of up to min(1 s, 10%) so that clients
 // told the same wait do not return together, and ends the call at once

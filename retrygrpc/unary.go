@@ -30,7 +30,7 @@ import (
 // grpc.MaxCallSendMsgSize, raised on the client before sending, is not
 // retried either: every attempt would repeat it. A server's grpc-retry-pushback-ms trailer and
 // google.rpc.RetryInfo detail set the least wait (capped, see
-// WithMaxServerDelay, plus a jitter of up to min(1 s, 10%)); a wait that
+// WithMaxServerWait, plus a jitter of up to min(1 s, 10%)); a wait that
 // would pass the context's deadline or p.MaxElapsed ends the call at once;
 // a trailer with more than one pushback value is not retried, as grpc-go
 // does not retry it.
@@ -54,7 +54,7 @@ import (
 // last attempt sent, and errors.Is(err, retry.ErrThrottled) holds). That is the case after
 // retries, when a limit of the loop refused the first retry (Budget,
 // deadline, MaxElapsed), and when the server's answer refused it: a "do
-// not retry" pushback, a wait beyond WithMaxServerDelay, or response
+// not retry" pushback, a wait beyond WithMaxServerWait, or response
 // headers on a code that is otherwise retried (ReasonPermanent), which the
 // layers above cannot see. An invalid p gives its validation error without
 // calling the method. A call whose context has already ended is made once,

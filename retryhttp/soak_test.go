@@ -135,7 +135,7 @@ func soak(t *testing.T, requests int, retryNonIdempotent bool) (duplicated int) 
 				}
 			}),
 		},
-		MaxRetryAfter:      50 * time.Millisecond,
+		MaxServerWait:      50 * time.Millisecond,
 		MaxBufferedBody:    64 << 10,
 		RetryNonIdempotent: retryNonIdempotent,
 	}
