@@ -144,7 +144,8 @@ func hedgeValue[T any](ctx context.Context, p *Policy, h *Hedger, op func(contex
 			p.Observer.Observe(ctx, Event{Kind: EventDone, Attempt: c.sent, MaxAttempts: c.maxAttempts})
 		}
 	} else {
-		err = p.retryLoop(ctx, nil, err, timedOut, c.start, c)
+		l := loopState{start: c.start}
+		err = l.driveBursts(p, ctx, c, err, timedOut)
 	}
 	v := c.v
 	c.release()
