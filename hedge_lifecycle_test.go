@@ -314,7 +314,7 @@ func (o *slowObserver) Observe(context.Context, retry.Event) {
 // rest raced with the last Unlock, in about one run in three on one core:
 // taskset -c 0 and -cpu 4).
 func TestHedgePooledStateConcurrentCalls(t *testing.T) {
-	h, err := retry.NewHedger(retry.HedgeConfig{Delay: 30 * time.Microsecond, MaxCopies: 3})
+	h, err := retry.NewHedger(retry.HedgeConfig{FixedDelay: 30 * time.Microsecond, MaxCopies: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func (s *script) op(ctx context.Context) error {
 
 func fixed(t *testing.T, d time.Duration, copies int) *retry.Hedger {
 	t.Helper()
-	h, err := retry.NewHedger(retry.HedgeConfig{Delay: d, MaxCopies: copies})
+	h, err := retry.NewHedger(retry.HedgeConfig{FixedDelay: d, MaxCopies: copies})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,8 +450,8 @@ func TestHedgeAdaptiveDelay(t *testing.T) {
 
 func TestNewHedgerRejectsBadConfig(t *testing.T) {
 	for _, c := range []retry.HedgeConfig{
-		{Delay: -1},
-		{Delay: ms(1), Quantile: 0.9},
+		{FixedDelay: -1},
+		{FixedDelay: ms(1), Quantile: 0.9},
 		{Quantile: 1},
 		{Quantile: -0.5},
 		{MinDelay: -1},

@@ -21,7 +21,7 @@ import (
 // copy at once.
 func TestUnaryHedgeFailureAfterHeadersAndCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h, _ := retry.NewHedger(retry.HedgeConfig{Delay: 10 * time.Millisecond})
+		h, _ := retry.NewHedger(retry.HedgeConfig{FixedDelay: 10 * time.Millisecond})
 		s := &echoServer{unary: func(ctx context.Context, n int, in string) (string, error) {
 			if n == 1 {
 				<-ctx.Done()
@@ -57,7 +57,7 @@ func TestUnaryHedgeFailureAfterHeadersAndCancel(t *testing.T) {
 // never write them at once.
 func TestUnaryHedgeCallerHeaderAndTrailerAreTheWinners(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h, _ := retry.NewHedger(retry.HedgeConfig{Delay: 10 * time.Millisecond})
+		h, _ := retry.NewHedger(retry.HedgeConfig{FixedDelay: 10 * time.Millisecond})
 		s := &echoServer{unary: func(ctx context.Context, n int, in string) (string, error) {
 			if n == 1 {
 				grpc.SendHeader(ctx, metadata.Pairs("copy", "loser"))

@@ -82,7 +82,7 @@ func tail(t *testing.T, cc *grpc.ClientConn, calls int) (p99, p999 time.Duration
 func TestUnaryHedgeJavaExample(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &echoServer{unary: javaShape}
-		h, err := retry.NewHedger(retry.HedgeConfig{Delay: 10 * time.Millisecond})
+		h, err := retry.NewHedger(retry.HedgeConfig{FixedDelay: 10 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +105,7 @@ func TestUnaryHedgeJavaExample(t *testing.T) {
 // Every copy after the first carries grpc-previous-rpc-attempts.
 func TestUnaryHedgeCodes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h, _ := retry.NewHedger(retry.HedgeConfig{Delay: 10 * time.Millisecond})
+		h, _ := retry.NewHedger(retry.HedgeConfig{FixedDelay: 10 * time.Millisecond})
 		s := &echoServer{unary: func(ctx context.Context, n int, in string) (string, error) {
 			switch n {
 			case 1:
@@ -149,7 +149,7 @@ func TestUnaryHedgeCodes(t *testing.T) {
 // hedged.
 func TestUnaryHedgePushbackAndMethods(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h, _ := retry.NewHedger(retry.HedgeConfig{Delay: 10 * time.Millisecond})
+		h, _ := retry.NewHedger(retry.HedgeConfig{FixedDelay: 10 * time.Millisecond})
 		s := &echoServer{unary: func(ctx context.Context, n int, in string) (string, error) {
 			switch n {
 			case 1:

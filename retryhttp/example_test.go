@@ -138,7 +138,7 @@ func ExampleTransport_hedge() {
 	}))
 	defer srv.Close()
 
-	h, err := retry.NewHedger(retry.HedgeConfig{Delay: 10 * time.Millisecond, MaxCopies: 2})
+	h, err := retry.NewHedger(retry.HedgeConfig{FixedDelay: 10 * time.Millisecond, MaxCopies: 2})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -81,7 +81,7 @@ func ShareBudgetBoundsHedges(t *testing.T, dial Dialer) {
 // hedges were sent: the ones b granted.
 func hedgeGrant(t *testing.T, b *retry.Budget, max int) int {
 	t.Helper()
-	h, err := retry.NewHedger(retry.HedgeConfig{Delay: time.Millisecond, MaxCopies: 2})
+	h, err := retry.NewHedger(retry.HedgeConfig{FixedDelay: time.Millisecond, MaxCopies: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
