@@ -91,7 +91,8 @@
 //
 // # Hedging (gRFC A6)
 //
-// [UnaryHedgeInterceptor] hedges unary calls with a retry.Hedger: after
+// [WithHedging], an option of the retry interceptor, names the unary
+// methods it hedges with a retry.Hedger (the others keep their retries): after
 // the hedging delay another copy goes out, up to Policy.MaxAttempts; the
 // codes of WithCodes are the nonFatalStatusCodes; the first OK wins and
 // the others are cancelled; pushback stops hedges; every copy beyond the

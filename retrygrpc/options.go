@@ -3,6 +3,8 @@ package retrygrpc
 import (
 	"time"
 
+	"github.com/retrykit/retry"
+
 	"google.golang.org/grpc/codes"
 )
 
@@ -109,6 +111,8 @@ type config struct {
 	methods        map[string]struct{} // nil: every method
 	maxServerDelay time.Duration
 	maxBuffer      int
+	hedger         *retry.Hedger       // WithHedging's; nil: no hedging
+	hedged         map[string]struct{} // nil: every retried method
 }
 
 const defaultCodes = 1<<codes.Unavailable | 1<<codes.ResourceExhausted

@@ -11,6 +11,7 @@ import (
 )
 
 // UnaryClientInterceptor returns an interceptor that retries unary calls
+// (and hedges those that WithHedging names)
 // with the waits and stop rules of p: MaxAttempts, MaxElapsed,
 // AttemptTimeout (each attempt gets its own deadline), Budget, Throttle,
 // the nesting rule (an error that a lower retrykit layer gave up on is not
@@ -80,6 +81,14 @@ import (
 // documentation for the count).
 func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInterceptor {
 	c := newConfig(opts)
+	if c.hedger != nil {
+		return hedging(p, c, retrying(p, c))
+	}
+	return retrying(p, c)
+}
+
+// retrying is UnaryClientInterceptor without hedging.
+func retrying(p retry.Policy, c *config) grpc.UnaryClientInterceptor {
 	invalid := p.Validate()
 	// plain: the first attempt is a bare call for retry.Do too (no
 	// Throttle, Budget, AttemptTimeout, Observer or time budget), so it can
