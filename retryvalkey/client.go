@@ -38,7 +38,12 @@ import (
 // with the call's context, so a per-attempt timeout cannot be applied) or
 // DecorrelatedJitter (valkey-go does not tell RetryDelay the previous
 // wait).
-func NewClient(opt valkey.ClientOption, p retry.Policy) (valkey.Client, error) {
+//
+// ctx bounds the one COMMAND call that reads the server's command table
+// (at most opt.Dialer.Timeout, 5 s without one); when it fails, a built-in
+// table of read-only commands is used. valkey-go's own dial, in
+// valkey.NewClient, takes no context.
+func NewClient(ctx context.Context, opt valkey.ClientOption, p retry.Policy) (valkey.Client, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -59,18 +64,18 @@ func NewClient(opt valkey.ClientOption, p retry.Policy) (valkey.Client, error) {
 		return nil, err
 	}
 	return &client{Client: c, r: r, cluster: c.Mode() == valkey.ClientModeCluster,
-		readOnly: commandTable(c, opt)}, nil
+		readOnly: commandTable(ctx, c, opt)}, nil
 }
 
 // commandTable reads the server's command table (COMMAND) once, and
 // returns which commands it flags read-only, by lower-case name; nil when
 // it cannot be read (then rediscmd's built-in table is used).
-func commandTable(c valkey.Client, opt valkey.ClientOption) map[string]bool {
+func commandTable(ctx context.Context, c valkey.Client, opt valkey.ClientOption) map[string]bool {
 	timeout := opt.Dialer.Timeout
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	infos, err := c.Do(ctx, c.B().Command().Build()).ToArray()
 	if err != nil || len(infos) == 0 {

@@ -34,7 +34,7 @@ func option(addr string) valkey.ClientOption {
 
 func newClient(t testing.TB, addr string, p retry.Policy) valkey.Client {
 	t.Helper()
-	c, err := retryvalkey.NewClient(option(addr), p)
+	c, err := retryvalkey.NewClient(context.Background(), option(addr), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestRecoverUnderLoad(t *testing.T) {
 	ctx := context.Background()
 	p := retry.Policy{Initial: 2 * time.Millisecond, MaxDelay: 50 * time.Millisecond, Jitter: retry.FullJitter(),
 		MaxAttempts: retry.Unlimited, MaxElapsed: 5 * time.Second}
-	c, err := retryvalkey.NewClient(option(srv.Addr()), p)
+	c, err := retryvalkey.NewClient(context.Background(), option(srv.Addr()), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestNewClientRefuses(t *testing.T) {
 		"DecorrelatedJitter": {option(srv.Addr()), retry.Policy{Jitter: retry.DecorrelatedJitter()}},
 		"invalid policy":     {option(srv.Addr()), retry.Policy{MaxAttempts: -5}},
 	} {
-		if c, err := retryvalkey.NewClient(tc.opt, tc.p); err == nil {
+		if c, err := retryvalkey.NewClient(context.Background(), tc.opt, tc.p); err == nil {
 			c.Close()
 			t.Errorf("%s: accepted", name)
 		}

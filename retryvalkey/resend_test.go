@@ -272,7 +272,7 @@ func TestDialTimeoutRetried(t *testing.T) {
 		}
 		return d.DialContext(ctx, "tcp", dst)
 	}
-	c, err := retryvalkey.NewClient(opt, retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3})
+	c, err := retryvalkey.NewClient(context.Background(), opt, retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

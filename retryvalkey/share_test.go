@@ -1,6 +1,7 @@
 package retryvalkey_test
 
 import (
+	"context"
 	"net"
 	"strconv"
 	"testing"
@@ -107,7 +108,7 @@ func TestShareReadsFleetKeys(t *testing.T) {
 // wrapper's loop and count in neither.
 func TestShareThroughRetryClient(t *testing.T) {
 	fleettest.ShareThroughRetryClient(t, func(t *testing.T, addr string, p retry.Policy) fleettest.Client {
-		c, err := retryvalkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}, DisableCache: true,
+		c, err := retryvalkey.NewClient(context.Background(), valkey.ClientOption{InitAddress: []string{addr}, DisableCache: true,
 			Dialer: net.Dialer{Timeout: 100 * time.Millisecond}}, p)
 		if err != nil {
 			t.Fatal(err)
