@@ -50,7 +50,9 @@ const (
 	// Attempt for Delay before sending it, because a server said that the
 	// quota the attempt draws on is spent until then; Err says which
 	// hint. The loop does not emit it: the layer that holds the attempt
-	// does, on the caller's goroutine, before that attempt's EventAttempt.
+	// does, on the goroutine sending it, after that attempt's EventAttempt
+	// (before it under an AttemptTimeout, whose attempt starts once the
+	// hold ends).
 	EventHeld
 )
 
