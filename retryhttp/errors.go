@@ -42,6 +42,7 @@ type statusError struct {
 	method  string
 	url     *url.URL
 	attempt int
+	hint    Hint // the server's hint that asks for the wait, if any (see hinted)
 }
 
 func (e *statusError) Error() string {
