@@ -125,6 +125,7 @@ func TestParseHint(t *testing.T) {
 		{"RateLimit bad byte sequence", header("RateLimit", `"d";r=0;t=2;pk=:a b:`), "", "", 0},
 		{"RateLimit bad display string", header("RateLimit", `"d";r=0;t=2;s=%"%ff"`), "", "", 0},
 		{"RateLimit empty second line", header("RateLimit", `"d";r=0;t=2`, "RateLimit", ""), "", "", 0},
+		{"RateLimit a bare @ (found by fuzzing)", header("RateLimit", `"d";r=0;t=2`, "RateLimit", "@"), "", "", 0},
 		{"RateLimit old draft form", header("RateLimit", "limit=10, remaining=0, reset=5"), "", "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

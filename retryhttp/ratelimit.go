@@ -263,7 +263,7 @@ func (p *sfParser) bareItem() (int, bool) {
 // number parses an Integer (at most 15 digits) or a Decimal (at most 12
 // integer and 1 to 3 fraction digits).
 func (p *sfParser) number() (int, bool) {
-	if p.s[p.i] == '-' {
+	if p.i < len(p.s) && p.s[p.i] == '-' {
 		p.i++
 	}
 	start := p.i
