@@ -271,8 +271,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		base := t.base()
 		var resp *http.Response
-		err := t.pace(ctx, req, 1, time.Time{})
-		sent := err == nil
+		var err error
+		sent := true
+		if t.Pace != nil {
+			err = t.pace(ctx, req, 1, time.Time{})
+			sent = err == nil
+		}
 		if sent {
 			resp, err = base.RoundTrip(req)
 			if t.Pace != nil && err == nil {
