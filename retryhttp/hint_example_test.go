@@ -22,7 +22,7 @@ func ExampleParseHint() {
 		{"Ratelimit-Policy": {`"default";q=10;w=60`}, "Ratelimit": {`"default";r=0;t=2`}},
 		{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"1796630403"}}, // Unix seconds
 		{"X-Ratelimit-Remaining-Tokens": {"0"}, "X-Ratelimit-Reset-Tokens": {"6m0s"}},
-		{"Retry-After": {"7"}, "Retry-After-Ms": {"6500"}}, // Retry-After first
+		{"Retry-After": {"7"}, "Retry-After-Ms": {"6500"}},                    // Retry-After first
 		{"X-Ratelimit-Remaining": {"3"}, "X-Ratelimit-Reset": {"1796630403"}}, // quota left: no hint
 	} {
 		hint, ok := retryhttp.ParseHint(h, now)
