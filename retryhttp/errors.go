@@ -79,6 +79,7 @@ func (e *attemptError) Error() string {
 	if errors.As(e.err, &ue) {
 		msg = ue.Err.Error() // its URL may hold secrets
 	}
+	msg = strings.TrimPrefix(msg, "retryhttp: ") // one of ours, such as a HoldError: said once
 	return "retryhttp: " + e.method + " " + redact(e.url) + ": " + msg + " (attempt " + strconv.Itoa(e.attempt) + ")"
 }
 

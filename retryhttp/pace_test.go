@@ -277,3 +277,24 @@ func TestPacerNoAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestPacerHedged: a hedged request's copies are held as any request is.
+func TestPacerHedged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(time.Until(hintNow))
+		h, err := retry.NewHedger(retry.HedgeConfig{Delay: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &quotaRT{q: 1, w: 3 * time.Second}
+		tr := &retryhttp.Transport{Base: srv, Pace: &retryhttp.Pacer{}, Hedge: h}
+		get(t, tr, context.Background(), "http://127.0.0.1/x", "") // r=0;t=3
+		start := time.Now()
+		if resp, err := get(t, tr, context.Background(), "http://127.0.0.1/x", ""); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%v %v", resp, err)
+		}
+		if time.Since(start) != 3*time.Second || srv.bad != 0 {
+			t.Fatalf("held %v, %d refused; want 3s, 0", time.Since(start), srv.bad)
+		}
+	})
+}
