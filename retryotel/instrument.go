@@ -189,6 +189,14 @@ func (o *observer) Observe(ctx context.Context, e retry.Event) {
 			}
 			span.AddEvent("retry", trace.WithAttributes(attrs...))
 		}
+	case retry.EventHeld:
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			h, _ := retryhttp.WaitHint(e)
+			span.AddEvent("retry.held", trace.WithAttributes(
+				attribute.Int("retry.attempt", e.Attempt),
+				attribute.Float64("retry.delay", e.Delay.Seconds()),
+				AttrHint.String(h.String())))
+		}
 	case retry.EventThrottled:
 		o.throttled.Add(ctx, 1, o.add...)
 		if span := trace.SpanFromContext(ctx); span.IsRecording() {
