@@ -30,7 +30,10 @@
 // constants. When the call's context holds a recording
 // span, the observer also adds events to it: "retry" before each wait
 // (attributes retry.attempt, the attempt that failed; retry.delay, the
-// wait in seconds; error.message), "retry.throttled", "retry.budget_refused"
+// wait in seconds; error.message; retry.hint, when a retryhttp server hint
+// set the wait, such as "RateLimit t=2"), "retry.held" (a retryhttp.Pacer
+// holding attempt retry.attempt for retry.delay, as retry.hint says),
+// "retry.throttled", "retry.budget_refused"
 // and "retry.gave_up" (retry.attempts, retry.reason, error.message). It
 // never starts, ends or sets the status of a span itself.
 //
