@@ -159,7 +159,8 @@ type OpenScenario struct {
 	// Throttle, if not nil, is adaptive client-side throttling with
 	// retry.Throttle's rule in virtual time: before each attempt, the
 	// first included, the client rejects it locally with probability
-	// max(0, (requests − K × accepts) / (requests + 1)) over the window,
+	// min(MaxProbability, max(0, (requests − K × accepts) / (requests + 1)))
+	// over the window,
 	// where an attempt answered in time is accepted, and one that timed
 	// out or was rejected by a full queue is not (retry.Throttle's default
 	// rule); a locally rejected attempt fails at once, as retry.Do's
