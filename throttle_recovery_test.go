@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -251,4 +252,45 @@ func TestThrottleOverrideZeroValues(t *testing.T) {
 	if th.Overridden() != retry.ThrottleAuto {
 		t.Fatal("an unknown override was kept")
 	}
+}
+
+// TestThrottleAsBreaker: the breaker of docs/storms.md, an Observer that
+// forces rejection for 5 s whenever rejection starts. During a 60 s outage
+// it sends nothing during the break, then the cap's probes (it is still
+// rejecting, so it does not open again); after the outage it is back to
+// 95 % of demand within 10 s.
+func TestThrottleAsBreaker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var th *retry.Throttle
+		var opened atomic.Int32
+		th, _ = retry.NewThrottle(retry.ThrottleConfig{
+			Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+				if e.Kind == retry.EventThrottleStarted && th.Overridden() == retry.ThrottleAuto {
+					opened.Add(1)
+					th.Override(retry.ThrottleRejectAll)
+					time.AfterFunc(5*time.Second, func() { th.Override(retry.ThrottleAuto) })
+				}
+			}),
+		})
+		sent := driveThrottle(th, 20+60+30, func(sec int) int {
+			if sec >= 20 && sec < 80 {
+				return 0
+			}
+			return demand
+		})
+		zero, total := 0, 0
+		for _, n := range sent[20:80] {
+			total += n
+			if n == 0 {
+				zero++
+			}
+		}
+		if opened.Load() != 1 || zero < 4 || total == 0 {
+			t.Fatalf("outage: opened %d times, %d silent seconds, %d sent: %v", opened.Load(), zero, total, sent[20:80])
+		}
+		if rec := recoveredAfter(sent[80:]); rec < 0 || rec > 10 {
+			t.Fatalf("after the outage: at 95 %% of demand from second %d, want ≤ 10 (%v)", rec, sent[80:])
+		}
+		t.Logf("opened %d times; sent per second in the outage %v, after it %v", opened.Load(), sent[20:80], sent[80:92])
+	})
 }
