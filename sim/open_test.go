@@ -338,6 +338,9 @@ func TestOpenValidate(t *testing.T) {
 		{"accepted", func(s *sim.OpenScenario) {
 			s.Throttle = &retry.ThrottleConfig{Accepted: func(error) bool { return true }}
 		}, "Accepted is not modelled"},
+		{"throttle observer", func(s *sim.OpenScenario) {
+			s.Throttle = &retry.ThrottleConfig{Observer: retry.ObserverFunc(func(context.Context, retry.Event) {})}
+		}, "Throttle.Observer is not modelled"},
 		{"forever", func(s *sim.OpenScenario) {
 			s.QueueLimit, s.Policy = 5, retry.Policy{Initial: retry.Immediate, MaxAttempts: retry.Unlimited}
 		}, "never ends"},
