@@ -54,19 +54,30 @@ const (
 	// (before it under an AttemptTimeout, whose attempt starts once the
 	// hold ends).
 	EventHeld
+	// EventThrottleStarted: a Throttle started rejecting attempts (its
+	// rejection probability rose above 0, or Override forced rejection).
+	// Sent to ThrottleConfig.Observer, not to a Policy's: the state is the
+	// Throttle's, shared by every call. Only Kind is set.
+	EventThrottleStarted
+	// EventThrottleStopped: a Throttle stopped rejecting attempts (its
+	// rejection probability fell to 0, or Override forced none). Sent to
+	// ThrottleConfig.Observer. Only Kind is set.
+	EventThrottleStopped
 )
 
 var eventKindNames = [...]string{
-	EventAttempt:        "attempt",
-	EventRetry:          "retry",
-	EventThrottled:      "throttled",
-	EventBudgetRefused:  "budget_refused",
-	EventDone:           "done",
-	EventHedge:          "hedge",
-	EventHedgeWon:       "hedge_won",
-	EventHedgeCancelled: "hedge_cancelled",
-	EventHedgeRefused:   "hedge_refused",
-	EventHeld:           "held",
+	EventAttempt:         "attempt",
+	EventRetry:           "retry",
+	EventThrottled:       "throttled",
+	EventBudgetRefused:   "budget_refused",
+	EventDone:            "done",
+	EventHedge:           "hedge",
+	EventHedgeWon:        "hedge_won",
+	EventHedgeCancelled:  "hedge_cancelled",
+	EventHedgeRefused:    "hedge_refused",
+	EventHeld:            "held",
+	EventThrottleStarted: "throttle_started",
+	EventThrottleStopped: "throttle_stopped",
 }
 
 // String returns the kind's lower-case name, such as "retry".

@@ -15,6 +15,11 @@
 //	retry.hedge.won          Int64Counter     {hedge}   each call won by a hedge, not by its first copy
 //	retry.hedge.refused      Int64Counter     {hedge}   each hedge a retry.Budget or retry.Throttle refused
 //
+// [ObserveThrottle] adds, for one retry.Throttle, the gauge
+// retry.throttle.rejection_probability (Float64ObservableGauge, unit 1):
+// the probability that it rejects an attempt locally, read at each
+// collection, with retry.throttle set to the name it was given.
+//
 // A hedge is also an attempt: it counts in retry.call.attempts, and with
 // NewTransport and [WithHedger] it gets its own client span, like a retry,
 // with http.request.resend_count from its Retry-Attempt. Each hedge sent adds a

@@ -91,11 +91,12 @@
 //	policy     retry.Policy's Delay, MaxAttempts and MaxElapsed, as retry.Do applies them
 //	Budget     retry.Budget's rule in virtual time, first attempts counted when sent
 //	Throttle   retry.Throttle's rule in virtual time: before every attempt, rejection with probability
-//	           max(0, (requests − K × accepts)/(requests + 1)); accepted = answered in time
+//	           min(MaxProbability, max(0, (requests − K × accepts)/(requests + 1))); accepted = answered in time
 //	fleet      call i belongs to process i mod Processes; Budget and Throttle per process or shared
 //
 // Each attempt goes through the Throttle (a rejected one fails at once,
-// as with retry.ErrThrottled, and counts as a request), then counts as a
+// as with retry.ErrThrottled, and counts as a request only with
+// CountRejected), then counts as a
 // first attempt with the Budget, then reaches the server with no network
 // delay. A failed attempt (timed out, rejected by a full queue or by the
 // Throttle) counts against MaxAttempts; the wait is Policy.Delay; the

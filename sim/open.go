@@ -159,12 +159,14 @@ type OpenScenario struct {
 	// Throttle, if not nil, is adaptive client-side throttling with
 	// retry.Throttle's rule in virtual time: before each attempt, the
 	// first included, the client rejects it locally with probability
-	// max(0, (requests − K × accepts) / (requests + 1)) over the window,
+	// min(MaxProbability, max(0, (requests − K × accepts) / (requests + 1)))
+	// over the window,
 	// where an attempt answered in time is accepted, and one that timed
 	// out or was rejected by a full queue is not (retry.Throttle's default
 	// rule); a locally rejected attempt fails at once, as retry.Do's
 	// ErrThrottled. One per process unless SharedThrottle (a fleet-wide
-	// count with no sync delay). Accepted must be nil. Nil means none.
+	// count with no sync delay). Accepted and Observer must be nil. Nil
+	// means none.
 	Throttle *retry.ThrottleConfig
 
 	// SharedThrottle makes the processes share one Throttle, counting the
@@ -288,6 +290,9 @@ func (s *OpenScenario) resolve() error {
 	if s.Throttle != nil {
 		if s.Throttle.Accepted != nil {
 			return bad("Throttle.Accepted is not modelled: an attempt answered in time is accepted, one that timed out or met a full queue is not")
+		}
+		if s.Throttle.Observer != nil {
+			return bad("Throttle.Observer is not modelled: the simulated throttle reports no events")
 		}
 		if _, err := retry.NewThrottle(*s.Throttle); err != nil {
 			return bad("Throttle.%s", strings.TrimPrefix(err.Error(), "retry: ThrottleConfig."))

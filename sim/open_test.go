@@ -212,7 +212,13 @@ type protection struct {
 var protections = []protection{
 	{"budget 0.1", func(s *sim.OpenScenario) { s.Budget = &retry.BudgetConfig{Ratio: 0.1} }},
 	{"throttle K=2", func(s *sim.OpenScenario) { s.Throttle = &retry.ThrottleConfig{K: 2} }},
-	{"throttle K=2, 10s window", func(s *sim.OpenScenario) { s.Throttle = &retry.ThrottleConfig{K: 2, Window: 10 * time.Second} }},
+	{"throttle, the SRE book's rule", func(s *sim.OpenScenario) {
+		s.Throttle = &retry.ThrottleConfig{K: 2, Window: 2 * time.Minute, MaxProbability: 1, CountRejected: true}
+	}},
+	{"budget 0.1 + throttle K=2", func(s *sim.OpenScenario) {
+		s.Budget = &retry.BudgetConfig{Ratio: 0.1}
+		s.Throttle = &retry.ThrottleConfig{K: 2}
+	}},
 	{"backoff", func(s *sim.OpenScenario) { s.Policy = retry.Policy{MaxAttempts: 5} }},
 	{"at most 2 retries", func(s *sim.OpenScenario) { s.Policy.MaxAttempts = 3 }},
 	{"drop expired", func(s *sim.OpenScenario) { s.DropExpired = true }},
@@ -224,20 +230,22 @@ var protections = []protection{
 // (the README's table). Bronson's toy has 7 % headroom: a budget of 10 %
 // keeps the load above capacity (280 + 28 + the floor > 300), and so does
 // anything that still retries every timed-out request. The Throttle with
-// its default 2-minute window locks the clients out: in the stuck state
-// nothing is accepted, every locally rejected attempt counts as a request
-// too, and the share let through only doubles per window; with a 10 s
-// window it recovers.
+// its defaults recovers, alone or with a budget; with the SRE book's rule
+// as written (2-minute window, rejections counted, no cap) it locks the
+// clients out: in the stuck state nothing is accepted, every locally
+// rejected attempt counts as a request too, and the share let through
+// only doubles per window.
 func TestOpenProtections(t *testing.T) {
 	want := map[string][2]bool{ // recovered: bronson, huang
-		"budget 0.1":                {false, true},
-		"throttle K=2":              {false, false},
-		"throttle K=2, 10s window":  {true, true},
-		"backoff":                   {false, true},
-		"at most 2 retries":         {false, false},
-		"drop expired":              {false, true},
-		"budget 0.1 + drop expired": {true, true},
-		"no retries":                {true, true},
+		"budget 0.1":                    {false, true},
+		"throttle K=2":                  {true, true},
+		"throttle, the SRE book's rule": {false, false},
+		"budget 0.1 + throttle K=2":     {true, true},
+		"backoff":                       {false, true},
+		"at most 2 retries":             {false, false},
+		"drop expired":                  {false, true},
+		"budget 0.1 + drop expired":     {true, true},
+		"no retries":                    {true, true},
 	}
 	for i, base := range []sim.OpenScenario{sim.Bronson(), sim.Huang()} {
 		if i == 1 && raceEnabled {
@@ -251,7 +259,7 @@ func TestOpenProtections(t *testing.T) {
 				t.Errorf("%s with %s: recovered %v (in %v), want %v; offered %.0f/s, goodput %.0f/s",
 					[]string{"bronson", "huang"}[i], p.name, r.Recovered, r.RecoveryTime, want[p.name][i], r.OfferedPerSecond, r.GoodputPerSecond)
 			}
-			if p.name == "throttle K=2" && r.OfferedPerSecond > 0.01*s.Rate {
+			if p.name == "throttle, the SRE book's rule" && r.OfferedPerSecond > 0.01*s.Rate {
 				t.Errorf("%s: the locked-out throttle sends %.0f/s, want under 1 %% of the arrivals", p.name, r.OfferedPerSecond)
 			}
 		}
@@ -330,6 +338,9 @@ func TestOpenValidate(t *testing.T) {
 		{"accepted", func(s *sim.OpenScenario) {
 			s.Throttle = &retry.ThrottleConfig{Accepted: func(error) bool { return true }}
 		}, "Accepted is not modelled"},
+		{"throttle observer", func(s *sim.OpenScenario) {
+			s.Throttle = &retry.ThrottleConfig{Observer: retry.ObserverFunc(func(context.Context, retry.Event) {})}
+		}, "Throttle.Observer is not modelled"},
 		{"forever", func(s *sim.OpenScenario) {
 			s.QueueLimit, s.Policy = 5, retry.Policy{Initial: retry.Immediate, MaxAttempts: retry.Unlimited}
 		}, "never ends"},
