@@ -26,7 +26,7 @@ func TestHuangCalibration(t *testing.T) {
 			a    sim.Arrivals
 			seed uint64
 		}{{sim.Even, 0}, {sim.Poisson, 1}, {sim.Poisson, 2}, {sim.Poisson, 3}} {
-			stuck, recovers := 15000.0, 30000.0
+			stuck, recovers := 20000.0, 50000.0
 			for recovers-stuck > 10 {
 				mid := (stuck + recovers) / 2
 				s := sim.Huang()
