@@ -140,7 +140,6 @@
 // (OpenBytesPerCall, 96 bytes, each: 32 in buffers that double). A
 // verdict needs room: when the trigger ends less than RecoveryTail before
 // the end of the run, or after it, OpenResult.CannotTell is set instead.
-
 //
 // # Calibration of the Huang scenario
 //
