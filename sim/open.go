@@ -193,6 +193,15 @@ type OpenScenario struct {
 	// needs a Throttle.
 	SharedThrottle bool
 
+	// Quota, if not nil, is the AWS SDKs' retry quota ([RetryQuota]),
+	// asked before each retry after the Budget; one per process unless
+	// SharedQuota. Nil means none.
+	Quota *RetryQuota
+
+	// SharedQuota makes the processes draw on one Quota. It needs a
+	// Quota.
+	SharedQuota bool
+
 	// MaxWork is the most attempts the run may simulate one by one: a
 	// scenario whose estimate ([OpenScenario.Work]) is larger is refused
 	// before it starts, and a run that makes more ends with an error
@@ -237,8 +246,8 @@ type OpenResult struct {
 	Total OpenSlot
 
 	// Succeeded and GaveUp count the calls that ended (stopped by
-	// MaxAttempts, MaxElapsed or the budget); BudgetRefused is how many
-	// of those the budget stopped. Calls still under way at the end are
+	// MaxAttempts, MaxElapsed, the budget or the quota); BudgetRefused is
+	// how many of those the Budget or the Quota stopped. Calls still under way at the end are
 	// in neither.
 	Succeeded, GaveUp, BudgetRefused int64
 
@@ -317,6 +326,13 @@ func (s *OpenScenario) resolve() error {
 		return bad("SharedBudget needs a Budget")
 	case s.SharedThrottle && s.Throttle == nil:
 		return bad("SharedThrottle needs a Throttle")
+	case s.SharedQuota && s.Quota == nil:
+		return bad("SharedQuota needs a Quota")
+	}
+	if s.Quota != nil {
+		if err := s.Quota.validate(); err != nil {
+			return err
+		}
 	}
 	for _, d := range []struct {
 		name     string
@@ -441,7 +457,7 @@ func (s *OpenScenario) attemptsPerCall(arrivals float64) float64 {
 	if s.Policy.MaxElapsed > 0 {
 		horizon = min(horizon, s.Policy.MaxElapsed)
 	}
-	if s.Policy.Initial == retry.Immediate && s.QueueLimit > 0 && s.Throttle == nil && s.Budget == nil {
+	if s.Policy.Initial == retry.Immediate && s.QueueLimit > 0 && s.Throttle == nil && s.Budget == nil && s.Quota == nil {
 		// A burst of rejections at one instant is one step: per attempt
 		// queued, at most one burst.
 		entries := 1.0

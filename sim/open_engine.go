@@ -113,6 +113,7 @@ type openEngine struct {
 	end, slotW  int64
 	budget      budgetModel
 	throttle    throttleModel
+	quota       quotaModel
 
 	arrivals    clock
 	arrivalW    float64 // the count the next arrival is at
@@ -150,6 +151,9 @@ func newOpenEngine(s *OpenScenario, ctx context.Context) *openEngine {
 	}
 	if s.Throttle != nil {
 		e.throttle.init(*s.Throttle, s.Processes, s.SharedThrottle)
+	}
+	if s.Quota != nil {
+		e.quota.init(*s.Quota, s.Processes, s.SharedQuota)
 	}
 	var ta, tb int64
 	if s.TriggerFor > 0 {
@@ -289,6 +293,9 @@ func (e *openEngine) complete(t int64) {
 		if e.throttle.on {
 			e.throttle.record(e.svc.c, t, true)
 		}
+		if e.quota.on {
+			e.quota.success(e.svc.c, e.svc.calls > 0)
+		}
 	} else {
 		sl.Wasted++
 	}
@@ -416,7 +423,7 @@ func (e *openEngine) failed(c call, now int64) error {
 			e.gaveUp++
 			return nil
 		}
-		if e.budget.on && !e.budget.allow(c.c, now) {
+		if e.budget.on && !e.budget.allow(c.c, now) || e.quota.on && !e.quota.retry(c.c) {
 			e.gaveUp++
 			e.refused++
 			return nil
@@ -426,7 +433,7 @@ func (e *openEngine) failed(c call, now int64) error {
 			e.pushRetry(c)
 			return e.checkInFlight()
 		}
-		if e.s.QueueLimit > 0 && e.queueLen() >= int64(e.s.QueueLimit) && !e.throttle.on && !e.budget.on &&
+		if e.s.QueueLimit > 0 && e.queueLen() >= int64(e.s.QueueLimit) && !e.throttle.on && !e.budget.on && !e.quota.on &&
 			p.Initial == retry.Immediate {
 			// Every attempt left meets the same full queue at this instant
 			// (nothing else happens meanwhile): count them in one step.

@@ -260,15 +260,40 @@ func TestOpenProtections(t *testing.T) {
 }
 
 // The AWS SDK's standard mode (3 attempts, full jitter from 50 ms, its
-// retry quota) gets the Huang run out.
-func TestOpenAWSStandardHuang(t *testing.T) {
-	skipFullScale(t)
-	s := sim.Huang()
+// retry quota as the SDK keeps it) gets the Huang run out. In Bronson's
+// toy the quota runs dry after 500/14 retries and, refilled only by
+// successes, stays dry: the run recovers as with no retries at all.
+func TestOpenAWSStandard(t *testing.T) {
+	q := sim.AWSRetryQuota()
+	aws := func(s sim.OpenScenario) sim.OpenScenario {
+		s.Policy, s.Quota = retry.AWSStandard(), &q
+		return s
+	}
+	noRetry := sim.Bronson()
+	noRetry.Policy.MaxAttempts = 1
+	b, n := runOpen(t, aws(sim.Bronson())), runOpen(t, noRetry)
+	if !b.Recovered || b.BudgetRefused == 0 || b.RecoveryTime < n.RecoveryTime-10*time.Second || b.RecoveryTime > n.RecoveryTime+10*time.Second {
+		t.Errorf("bronson: recovered %v after %v (%d refused by the quota); no retries: after %v", b.Recovered, b.RecoveryTime,
+			b.BudgetRefused, n.RecoveryTime)
+	}
+	// The windowed Budget that approximates the quota refills as retries
+	// age out, and keeps Bronson's toy stuck.
+	s := sim.Bronson()
 	s.Policy = retry.AWSStandard()
 	c := retry.AWSRetryQuota().Config()
 	s.Budget = &c
-	if r := runOpen(t, s); !r.Recovered {
-		t.Errorf("AWS standard mode: stuck, offered %.0f/s", r.OfferedPerSecond)
+	if r := runOpen(t, s); r.Recovered {
+		t.Errorf("bronson with the windowed approximation: recovered after %v", r.RecoveryTime)
+	}
+	if raceEnabled {
+		return
+	}
+	if r := runOpen(t, aws(sim.Huang())); !r.Recovered {
+		t.Errorf("huang: AWS standard mode stuck, offered %.0f/s", r.OfferedPerSecond)
+	}
+	if err := (sim.OpenScenario{Rate: 1, ServiceRate: 1, Duration: time.Minute, Quota: &sim.RetryQuota{}}).Validate(); err == nil ||
+		!strings.Contains(err.Error(), "want a positive Capacity") {
+		t.Errorf("zero quota: %v", err)
 	}
 }
 

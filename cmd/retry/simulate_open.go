@@ -302,9 +302,12 @@ func (oo *openOptions) strategy(name string, base sim.OpenScenario, o *simOption
 	case "drop-expired":
 		s.DropExpired = true
 	case "aws":
+		// The SDKs' standard mode with their retry quota as they keep it
+		// (sim.RetryQuota: refilled only by successes), not the windowed
+		// retry.AWSRetryQuota Budget.
 		s.Policy = retry.AWSStandard()
-		c := retry.AWSRetryQuota().Config()
-		s.Budget, s.SharedBudget = &c, o.budget == "shared"
+		q := sim.AWSRetryQuota()
+		s.Quota, s.SharedQuota = &q, o.budget == "shared"
 	default:
 		// A jitter, as --compare takes in the other models: the plain
 		// policy with that jitter.
