@@ -92,7 +92,8 @@
 //	Budget     retry.Budget's rule in virtual time, first attempts counted when sent
 //	Throttle   retry.Throttle's rule in virtual time: before every attempt, rejection with probability
 //	           max(0, (requests − K × accepts)/(requests + 1)); accepted = answered in time
-//	fleet      call i belongs to process i mod Processes; Budget and Throttle per process or shared
+//	Quota      the AWS SDKs' retry quota (RetryQuota): tokens taken per retry, given back only by successes
+//	fleet      call i belongs to process i mod Processes; Budget, Throttle and Quota per process or shared
 //
 // Each attempt goes through the Throttle (a rejected one fails at once,
 // as with retry.ErrThrottled, and counts as a request), then counts as a
@@ -117,7 +118,13 @@
 // whether it recovered: from some point at or after the trigger's end,
 // with at least 30 s left, every 10 s window (in whole slots) has goodput
 // of at least 95 % of its arrivals; RecoveryTime is how long after the
-// trigger's end that point is.
+// trigger's end that point is. A run whose server admits, from that
+// point on, as many requests as it can serve (a queue that keeps
+// growing) is not recovered, with or without a timeout; a run that ends
+// less than 30 s after the trigger, or before it ends, cannot tell
+// (OpenResult.CannotTell). The arrivals draw on a random stream of their
+// own (rand.NewPCG(Seed, 1)), so every policy run with one Seed sees the
+// same calls (common random numbers).
 //
 // Cost: events are processed in time order with no per-call goroutine.
 // A queued attempt whose client still waits takes 32 bytes; requests
