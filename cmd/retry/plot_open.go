@@ -181,7 +181,7 @@ func writePhasePlot(w io.Writer, format, title string, sw *sweep, g *sweepGrid) 
 		p := plot.New()
 		p.Title.Text = name
 		if k == 0 {
-			p.Title.Text = title + ": " + name + "\nred: stuck; green: recovers at once, fading to yellow at 2 min+; grey: cannot tell"
+			p.Title.Text = title + ": " + name + "\nred: stuck; grey: cannot tell\ngreen: recovers at once, fading to yellow at 2 min+"
 		}
 		p.X.Label.Text, p.Y.Label.Text = axisLabel(sw.axes[0].name), axisLabel(sw.axes[1].name)
 		for i, x := range xs {

@@ -71,7 +71,9 @@ waits) exceeds --max-memory is refused before it starts.
 With --model open (or --scenario bronson|huang) it runs the open-system model of metastable failures
 instead: calls arriving at --rate, a FIFO server at --service-rate, a client --timeout, a trigger that
 cuts capacity; --compare then names remedies (policy, plain, no-retry, retries2, backoff, budget,
-throttle, drop-expired, aws) or jitters, and --sweep draws a phase diagram.`,
+throttle, drop-expired, aws) or jitters, and --sweep draws a phase diagram. There, --max-work bounds
+the attempts a run is estimated to make (a sweep's cells together: 10 times it), --max-memory what it holds
+in flight (96 bytes per call), and a run that ends too soon after its trigger reports "cannot tell".`,
 		Example: `  retry simulate --clients 10000 --capacity 100 --outage 10s --compare none,full,equal,decorrelated --out herd.png
   retry simulate --model contention --clients 100 --trials 100 --initial 10ms --max-delay 2s --attempts -1 --compare full,equal,decorrelated,none
   retry simulate --clients 10000 --start-window 60s --outage 1000h --attempts -1 --max-elapsed 60s --processes 100 --budget shared
