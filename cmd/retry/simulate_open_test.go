@@ -223,10 +223,14 @@ func TestSimulateOpenWorkRefused(t *testing.T) {
 // recovered with or without a timeout; rates the model cannot represent
 // are refused.
 func TestSimulateOpenVerdicts(t *testing.T) {
-	for _, args := range [][]string{
+	cases := [][]string{
 		{"--model", "open", "--rate", "100", "--service-rate", "1000", "--duration", "29s"},
 		{"--scenario", "bronson", "--trigger-at", "1000h"},
-	} {
+	}
+	if !raceEnabled {
+		cases = append(cases, []string{"--scenario", "huang", "--trigger-at", "1000h"})
+	}
+	for _, args := range cases {
 		r := openRows(t, args...)[0]
 		if v, ok := r["recovered"]; !ok || v != nil || r["recovery_seconds"] != nil {
 			t.Errorf("%v: recovered %v, want null (cannot tell)", args, v)
@@ -320,5 +324,20 @@ func TestSimulateHelpSlot(t *testing.T) {
 	out, _, err := simulate(t, "--help")
 	if err != nil || !strings.Contains(out, "(default 100ms; the open model's: 1s)") || strings.Contains(out, "(default 100ms)") {
 		t.Errorf("--help: %v\n%s", err, out)
+	}
+}
+
+// Every strategy of one --compare sees the same arrivals under Poisson
+// arrivals (common random numbers), whatever its own random draws.
+func TestSimulateOpenCommonArrivals(t *testing.T) {
+	rows := openRows(t, "--scenario", "bronson", "--arrivals", "poisson", "--seed", "3", "--initial", "100ms",
+		"--compare", "plain,full,no-retry,budget,throttle")
+	for _, r := range rows[1:] {
+		if r["arrivals"] != rows[0]["arrivals"] {
+			t.Errorf("%v: %v arrivals, plain %v", r["strategy"], r["arrivals"], rows[0]["arrivals"])
+		}
+	}
+	if rows[0]["sent"] == rows[1]["sent"] {
+		t.Errorf("plain and full jitter sent the same %v attempts", rows[0]["sent"])
 	}
 }
