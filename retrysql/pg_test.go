@@ -13,13 +13,10 @@ import (
 	"github.com/retrykit/retry/internal/pgtest"
 )
 
-// startPG starts a postgres for one test, with deadlock_timeout 100 ms (as
-// in the workload) and every statement logged (to count at the
-// server).
+// startPG returns the test binary's postgres (see TestMain).
 func startPG(t *testing.T) *pgtest.Server {
 	t.Helper()
-	return pgtest.Start(t, "deadlock_timeout=100ms", "log_statement=all", "log_min_messages=warning",
-		"log_min_error_statement=panic", "log_line_prefix=")
+	return pgtest.Shared(t)
 }
 
 var dbSeq atomic.Int64

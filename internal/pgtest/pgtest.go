@@ -99,22 +99,31 @@ func version(dir string) int {
 func Start(tb testing.TB, settings ...string) *Server {
 	tb.Helper()
 	bin := Binaries(tb)
-	cred, err := credential()
+	s, err := launch(bin, settings)
+	if s != nil {
+		tb.Cleanup(s.remove)
+	}
 	if err != nil {
 		tb.Fatal(err)
+	}
+	return s
+}
+
+// launch creates a cluster and starts postgres on it. When it returns a
+// Server, even with an error, its remove must be called.
+func launch(bin string, settings []string) (*Server, error) {
+	cred, err := credential()
+	if err != nil {
+		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "pgtest-")
 	if err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
 	s := &Server{dir: dir}
-	tb.Cleanup(func() {
-		s.Stop()
-		os.RemoveAll(dir)
-	})
 	if cred != nil {
 		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			tb.Fatal(err)
+			return s, err
 		}
 	}
 	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", filepath.Join(dir, "data"),
@@ -122,20 +131,76 @@ func Start(tb testing.TB, settings ...string) *Server {
 	initdb.Dir = dir
 	setProc(initdb, cred)
 	if out, err := initdb.CombinedOutput(); err != nil {
-		tb.Fatalf("pgtest: initdb: %v\n%s", err, out)
+		return s, fmt.Errorf("pgtest: initdb: %v\n%s", err, out)
 	}
 	for try := 1; ; try++ {
 		// The port is free when asked for, but another process may take
 		// it before postgres binds it: then postgres exits saying so.
-		s.port = freePort(tb)
+		if s.port, err = freePort(); err != nil {
+			return s, err
+		}
 		err := s.start(bin, cred, settings)
 		if err == nil {
-			return s
+			return s, nil
 		}
 		if !errors.Is(err, errPortTaken) || try == 5 {
-			tb.Fatal(err)
+			return s, err
 		}
 	}
+}
+
+// remove stops the server and removes its directory.
+func (s *Server) remove() {
+	s.Stop()
+	os.RemoveAll(s.dir)
+}
+
+var shared struct {
+	sync.Mutex
+	settings []string
+	main     bool
+	s        *Server
+	err      error
+}
+
+// Main runs the tests of a package whose tests share one server (see
+// [Shared]), started with settings at the first call of Shared, and
+// stops it once they have run, failed or not. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { os.Exit(pgtest.Main(m, "deadlock_timeout=100ms")) }
+func Main(m *testing.M, settings ...string) int {
+	shared.Lock()
+	shared.settings, shared.main = settings, true
+	shared.Unlock()
+	defer func() {
+		shared.Lock()
+		defer shared.Unlock()
+		if shared.s != nil {
+			shared.s.remove()
+		}
+	}()
+	return m.Run()
+}
+
+// Shared returns the one server of the test binary, starting it at the
+// first call with the settings given to [Main] (which must run the
+// tests). Tests that share it should each create a database of their own.
+// Without the binaries it skips tb (or fails it, as Binaries does).
+func Shared(tb testing.TB) *Server {
+	tb.Helper()
+	bin := Binaries(tb)
+	shared.Lock()
+	defer shared.Unlock()
+	if !shared.main {
+		tb.Fatal("pgtest: Shared needs pgtest.Main to run the tests (from TestMain)")
+	}
+	if shared.s == nil && shared.err == nil {
+		shared.s, shared.err = launch(bin, shared.settings)
+	}
+	if shared.err != nil {
+		tb.Fatal(shared.err)
+	}
+	return shared.s
 }
 
 var errPortTaken = errors.New("pgtest: another process took the port")
@@ -277,12 +342,11 @@ func (s *Server) Stop() {
 }
 
 // freePort asks the kernel for a free loopback port.
-func freePort(tb testing.TB) int {
-	tb.Helper()
+func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		tb.Fatal(err)
+		return 0, err
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -1,0 +1,17 @@
+package retrysql_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/retrykit/retry/internal/pgtest"
+)
+
+// TestMain runs the tests against one postgres, started by the first test
+// that needs it (each test makes a database of its own): deadlock_timeout
+// 100 ms as in the workload, every statement logged to count at
+// the server.
+func TestMain(m *testing.M) {
+	os.Exit(pgtest.Main(m, "deadlock_timeout=100ms", "log_statement=all", "log_min_messages=warning",
+		"log_min_error_statement=panic", "log_line_prefix="))
+}
