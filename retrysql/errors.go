@@ -9,6 +9,7 @@ import (
 	"net"
 	"syscall"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/retrykit/retry"
 )
 
@@ -88,11 +89,21 @@ func sqlState(err error) (string, bool) {
 // and expects it run again: serialization_failure and deadlock_detected.
 func rerun(code string) bool { return code == "40001" || code == "40P01" }
 
-// safeToRetry reports whether an error in err's chain says that nothing
-// was sent (pgconn.SafeToRetry's rule: a method SafeToRetry() bool).
-func safeToRetry(err error) bool {
+// notSent reports whether err says that nothing was sent: an error in its
+// chain says so (pgconn.SafeToRetry's rule: a method SafeToRetry() bool),
+// or the connection could not be made (pgconn's *ConnectError, a dial's
+// *net.OpError).
+func notSent(err error) bool {
 	var s interface{ SafeToRetry() bool }
-	return errors.As(err, &s) && s.SafeToRetry()
+	if errors.As(err, &s) && s.SafeToRetry() {
+		return true
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial"
 }
 
 // connLost reports whether err says the connection broke: a network
@@ -119,7 +130,7 @@ func judgeBody(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil {
 		return retry.Permanent(err)
 	}
-	if safeToRetry(err) {
+	if notSent(err) {
 		return &runError{op: op, err: err, outcome: outcomeNotSent}
 	}
 	if connLost(err) {
@@ -147,7 +158,7 @@ func judgeSent(op string, err error, safe, badConnNotSent bool, applied *bool) e
 		}
 		return retry.Permanent(err)
 	}
-	if safeToRetry(err) || badConnNotSent && err == driver.ErrBadConn {
+	if notSent(err) || badConnNotSent && err == driver.ErrBadConn {
 		return &runError{op: op, err: err, outcome: outcomeNotSent, earlier: *applied}
 	}
 	re := &runError{op: op, err: err, outcome: outcomeMaybeApplied}
