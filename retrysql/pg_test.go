@@ -14,7 +14,7 @@ import (
 )
 
 // startPG returns the test binary's postgres (see TestMain).
-func startPG(t *testing.T) *pgtest.Server {
+func startPG(t testing.TB) *pgtest.Server {
 	t.Helper()
 	return pgtest.Shared(t)
 }
@@ -22,7 +22,7 @@ func startPG(t *testing.T) *pgtest.Server {
 var dbSeq atomic.Int64
 
 // newDB creates a fresh database on s and returns its URL.
-func newDB(t *testing.T, s *pgtest.Server) string {
+func newDB(t testing.TB, s *pgtest.Server) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
