@@ -109,6 +109,25 @@ func Start(tb testing.TB, settings ...string) *Server {
 	return s
 }
 
+// Launch is Start for a program, not a test: it creates the cluster and
+// starts postgres, and the caller must call Close. Without the binaries it
+// returns an error saying how to install them.
+func Launch(settings ...string) (*Server, error) {
+	bin, ok := binDir()
+	if !ok {
+		return nil, errors.New("pgtest: postgres not installed (Debian: apt-get install postgresql)")
+	}
+	s, err := launch(bin, settings)
+	if err != nil && s != nil {
+		s.remove()
+		return nil, err
+	}
+	return s, err
+}
+
+// Close stops a server from Launch and removes its directory.
+func (s *Server) Close() { s.remove() }
+
 // launch creates a cluster and starts postgres on it. When it returns a
 // Server, even with an error, its remove must be called.
 func launch(bin string, settings []string) (*Server, error) {
