@@ -200,3 +200,32 @@ func TestContention(t *testing.T) {
 		t.Errorf("retrysql ran %d transactions for %d transfers: the workload had no conflicts to retry", got.runs, got.committed)
 	}
 }
+
+// TestContentionPolicies runs the whole workload, twice over, through the
+// hand-written full-jitter loop and through retrysql with a few policies
+// (RETRYKIT_SQL_POLICIES=1; about 3 minutes on 2 cores), for the policy
+// comparison in docs/sql.md.
+func TestContentionPolicies(t *testing.T) {
+	if os.Getenv("RETRYKIT_SQL_POLICIES") != "1" {
+		t.Skip("set RETRYKIT_SQL_POLICIES=1 to compare policies on the whole workload")
+	}
+	s := startPG(t)
+	work := moves(16, 200, 38)
+	pol := func(initial time.Duration, j retry.Jitter) retry.Policy {
+		p := workloadPolicy()
+		p.Initial, p.Jitter = initial, j
+		return p
+	}
+	ways := []way{
+		fullJitter,
+		retrysqlWay(t, pol(10*time.Millisecond, retry.Jitter{})),
+		retrysqlWay(t, pol(20*time.Millisecond, retry.Jitter{})),
+		retrysqlWay(t, pol(10*time.Millisecond, retry.EqualJitter)),
+		retrysqlWay(t, pol(20*time.Millisecond, retry.FullJitter)),
+	}
+	for round := range 2 {
+		for _, w := range ways {
+			t.Logf("round %d: %-60s %v", round+1, w.name+":", runWorkload(t, newDB(t, s), w, work))
+		}
+	}
+}
