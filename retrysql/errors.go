@@ -89,6 +89,22 @@ func sqlState(err error) (string, bool) {
 // and expects it run again: serialization_failure and deadlock_detected.
 func rerun(code string) bool { return code == "40001" || code == "40P01" }
 
+// connectionEnded reports whether SQLSTATE code says the server ended the
+// session: class 08 (connection exception), admin_shutdown,
+// crash_shutdown, cannot_connect_now. Before COMMIT the transaction is
+// rolled back with it; in reply to COMMIT it may come after the commit.
+func connectionEnded(code string) bool {
+	return len(code) == 5 && code[:2] == "08" || code == "57P01" || code == "57P02" || code == "57P03"
+}
+
+// connectFailed reports whether err is pgx's failure to connect, which
+// sent nothing of the transaction or statement (even when the server's
+// refusal, such as too_many_connections, carries a SQLSTATE).
+func connectFailed(err error) bool {
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce)
+}
+
 // notSent reports whether err says that nothing was sent: an error in its
 // chain says so (pgconn.SafeToRetry's rule: a method SafeToRetry() bool),
 // or the connection could not be made (pgconn's *ConnectError, a dial's
@@ -98,8 +114,7 @@ func notSent(err error) bool {
 	if errors.As(err, &s) && s.SafeToRetry() {
 		return true
 	}
-	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) {
+	if connectFailed(err) {
 		return true
 	}
 	var oe *net.OpError
@@ -120,15 +135,25 @@ func connLost(err error) bool {
 // serialization failure or deadlock, nothing sent, or a lost connection
 // (the server rolls back a transaction whose connection ends) re-run it;
 // anything else, an error of the function's own included, ends the call.
+//
+// When ctx has ended the error is returned as it is: the loop stops if the
+// caller's context ended, and re-runs if only the attempt's AttemptTimeout
+// did.
 func judgeBody(ctx context.Context, op string, err error) error {
+	if connectFailed(err) {
+		return &runError{op: op, err: err, outcome: outcomeNotSent}
+	}
 	if code, ok := sqlState(err); ok {
-		if rerun(code) {
+		switch {
+		case rerun(code):
 			return &runError{op: op, err: err, outcome: outcomeRolledBack}
+		case connectionEnded(code):
+			return &runError{op: op, err: err, outcome: outcomeLostBeforeCommit}
 		}
 		return retry.Permanent(err)
 	}
 	if ctx.Err() != nil {
-		return retry.Permanent(err)
+		return err
 	}
 	if notSent(err) {
 		return &runError{op: op, err: err, outcome: outcomeNotSent}
@@ -149,7 +174,7 @@ func judgeBody(ctx context.Context, op string, err error) error {
 // sending (pgx's stdlib). *applied records that an attempt of the call may
 // have been applied.
 func judgeSent(op string, err error, safe, badConnNotSent bool, applied *bool) error {
-	if code, ok := sqlState(err); ok {
+	if code, ok := sqlState(err); ok && !connectionEnded(code) && !connectFailed(err) {
 		if rerun(code) {
 			return &runError{op: op, err: err, outcome: outcomeRolledBack, earlier: *applied}
 		}

@@ -261,3 +261,55 @@ func TestNew(t *testing.T) {
 		t.Errorf("serializable read-only: %v", err)
 	}
 }
+
+// TestAttemptTimeout: a run cut short by the policy's AttemptTimeout
+// before COMMIT is rolled back and run again, as retry.Do retries any
+// attempt that ran out of its AttemptTimeout.
+func TestAttemptTimeout(t *testing.T) {
+	s := startPG(t)
+	pool := newPool(t, newDB(t, s), 2)
+	r, err := retrysql.New(retry.Policy{Initial: time.Millisecond, MaxDelay: 10 * time.Millisecond, MaxAttempts: 3,
+		AttemptTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	err = r.PgxTx(context.Background(), pool, func(ctx context.Context, tx pgx.Tx) error {
+		runs++
+		if runs == 1 {
+			_, err := tx.Exec(ctx, `SELECT pg_sleep(5)`)
+			return err
+		}
+		_, err := tx.Exec(ctx, `SELECT 1`)
+		return err
+	})
+	if err != nil || runs != 2 {
+		t.Fatalf("err = %v after %d runs; want success after 2", err, runs)
+	}
+}
+
+// TestPanic: a function that panics has its transaction rolled back and
+// its connection given back to the pool; the panic reaches the caller.
+func TestPanic(t *testing.T) {
+	s := startPG(t)
+	pool := newPool(t, newDB(t, s), 1)
+	mustExec(t, pool, `CREATE TABLE k (id int PRIMARY KEY)`)
+	r := quick(t)
+	func() {
+		defer func() {
+			if p := recover(); p != "boom" {
+				t.Fatalf("recovered %v; want boom", p)
+			}
+		}()
+		r.PgxTx(context.Background(), pool, func(ctx context.Context, tx pgx.Tx) error {
+			tx.Exec(ctx, `INSERT INTO k VALUES (1)`)
+			panic("boom")
+		})
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM k`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("count = %d, %v; want 0 from the pool's one connection", n, err)
+	}
+}

@@ -45,8 +45,9 @@ func (r *Runner) PgxTx(ctx context.Context, db PgxBeginner, fn func(ctx context.
 		if err != nil {
 			return judgeBody(ctx, "begin", err)
 		}
+		// Rolls back when fn fails or panics; after COMMIT it does nothing.
+		defer tx.Rollback(ctx)
 		if err := fn(ctx, tx); err != nil {
-			_ = tx.Rollback(ctx)
 			return judgeBody(ctx, "transaction", err)
 		}
 		if err := tx.Commit(ctx); err != nil {
@@ -71,8 +72,9 @@ func (r *Runner) Tx(ctx context.Context, db SQLBeginner, fn func(ctx context.Con
 		if err != nil {
 			return judgeBody(ctx, "begin", err)
 		}
+		// Rolls back when fn fails or panics; after COMMIT it does nothing.
+		defer tx.Rollback()
 		if err := fn(ctx, tx); err != nil {
-			_ = tx.Rollback()
 			return judgeBody(ctx, "transaction", err)
 		}
 		if err := tx.Commit(); err != nil {
