@@ -84,7 +84,7 @@ func runLost(t *testing.T, work [][]move, do func(ctx context.Context, m move) e
 // connection error applies the lost ones twice.
 func TestLostCommitReplies(t *testing.T) {
 	s := startPG(t)
-	workers, each := 4, 15
+	workers, each := 4, 10
 	if fullWorkload() {
 		each = 125 // 500 transfers
 	}

@@ -93,6 +93,3 @@ func New(p retry.Policy, opts ...Option) (*Runner, error) {
 	}
 	return r, nil
 }
-
-// Policy returns the runner's policy.
-func (r *Runner) Policy() retry.Policy { return r.policy }
