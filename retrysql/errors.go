@@ -75,6 +75,17 @@ func (e *runError) Is(target error) bool {
 	return false
 }
 
+// Overloaded reports whether the failure says the server cannot take the
+// work now: SQLSTATE class 53 (insufficient resources, among them
+// too_many_connections), 57P03 (cannot_connect_now), or a timeout. A
+// retry.Throttle counts such runs as rejections by its default rule.
+func (e *runError) Overloaded() bool {
+	if code, ok := sqlState(e.err); ok && (len(code) == 5 && code[:2] == "53" || code == "57P03") {
+		return true
+	}
+	return pgconn.Timeout(e.err)
+}
+
 // sqlState returns the SQLSTATE of err, from any error in its chain with a
 // method SQLState() string (pgx's *pgconn.PgError, lib/pq's *pq.Error).
 func sqlState(err error) (string, bool) {
