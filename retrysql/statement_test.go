@@ -36,7 +36,8 @@ func quick(t *testing.T, opts ...retrysql.Option) *retrysql.Runner {
 // applied it) and counts at the server how often it was sent. Through
 // retrysql it is sent once and reported maybe-applied, with pgx and with
 // database/sql (whose own re-sending on driver.ErrBadConn it bypasses);
-// marked safe, it is sent again and succeeds.
+// marked safe, it is sent again and succeeds. database/sql alone, with
+// lib/pq, sends it twice and reports success.
 func TestExecLostReply(t *testing.T) {
 	s := startPG(t)
 	url := newDB(t, s)
@@ -86,7 +87,9 @@ func TestExecLostReply(t *testing.T) {
 	})
 	for _, driver := range []string{"pgx", "postgres"} {
 		t.Run("database/sql/"+driver, func(t *testing.T) {
-			p := pgfault.Start(t, s.Addr(), pgfault.Config{Lose: 1, Tag: "INSERT"})
+			// EOF: lib/pq turns an end of stream into driver.ErrBadConn,
+			// on which DB.ExecContext would send the statement again.
+			p := pgfault.Start(t, s.Addr(), pgfault.Config{Lose: 1, Tag: "INSERT", EOF: true})
 			db, err := sql.Open(driver, proxied(url, s.Addr(), p))
 			if err != nil {
 				t.Fatal(err)
@@ -102,6 +105,32 @@ func TestExecLostReply(t *testing.T) {
 			}
 		})
 	}
+	// database/sql alone, with lib/pq: the reply lost with an end of
+	// stream comes back as driver.ErrBadConn, and DB.ExecContext sends
+	// the statement again on another connection: applied twice, and the
+	// caller is told it went well.
+	t.Run("database/sql/postgres/bare", func(t *testing.T) {
+		mustExec(t, admin, `CREATE TABLE log (id text NOT NULL)`)
+		p := pgfault.Start(t, s.Addr(), pgfault.Config{Lose: 0.5, Tag: "INSERT", EOF: true})
+		db, err := sql.Open("postgres", proxied(url, s.Addr(), p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		// Lose 0.5 passes this one, loses the next reply, then not.
+		if _, err := db.ExecContext(ctx, `INSERT INTO log VALUES ('first')`); err != nil {
+			t.Fatal(err)
+		}
+		_, err = db.ExecContext(ctx, `INSERT INTO log VALUES ('bare') /* mark-bare */`)
+		var n int
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM log WHERE id = 'bare'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("DB.ExecContext with lib/pq, reply lost: err = %v; sent %d times, %d rows", err, seen(s, "mark-bare"), n)
+		if err != nil || n != 2 || seen(s, "mark-bare") != 2 {
+			t.Errorf("err = %v, sent %d times, %d rows; want database/sql's own re-send: nil, 2, 2", err, seen(s, "mark-bare"), n)
+		}
+	})
 }
 
 // TestNotSent points a runner at a port where nothing listens: every

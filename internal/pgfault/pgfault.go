@@ -2,7 +2,8 @@
 // clients that loses the replies of committed transactions: it forwards
 // the PostgreSQL wire protocol (version 3) both ways and, for a chosen
 // share of the COMMITs the server applied, resets the client's connection
-// instead of passing the server's answer on. The client then cannot know
+// (or closes it: Config.EOF) instead of passing the server's answer on.
+// The client then cannot know
 // whether its transaction committed; the test can, by the proxy's counts.
 //
 // The proxy reads the server's CommandComplete messages: a tag "COMMIT" is
@@ -40,6 +41,11 @@ type Config struct {
 	// Empty means "COMMIT": a transaction the server committed (a COMMIT
 	// of a failed transaction is answered "ROLLBACK" and is never lost).
 	Tag string
+	// EOF closes the client's connection in the ordinary way, so that it
+	// reads an end of stream, instead of resetting it. Drivers tell the
+	// two apart: lib/pq turns an end of stream into driver.ErrBadConn,
+	// on which database/sql sends the statement again.
+	EOF bool
 }
 
 // Proxy is a running proxy. It is safe for concurrent use.
@@ -250,7 +256,7 @@ func (p *Proxy) serverToClient(sr *bufio.Reader, client net.Conn) {
 		}
 		if typ == 'C' && p.matches(body) && p.loseNext() {
 			p.lost.Add(1)
-			if tc, ok := client.(*net.TCPConn); ok {
+			if tc, ok := client.(*net.TCPConn); ok && !p.cfg.EOF {
 				tc.SetLinger(0) // close with a reset
 			}
 			return
