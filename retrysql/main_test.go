@@ -1,8 +1,9 @@
 package retrysql_test
 
 import (
-	"os"
 	"testing"
+
+	"go.uber.org/goleak"
 
 	"github.com/retrykit/retry/internal/pgtest"
 )
@@ -11,7 +12,15 @@ import (
 // that needs it (each test makes a database of its own): deadlock_timeout
 // 100 ms as in the workload, every statement logged to count at
 // the server.
+// goleak checks, once they have all run, that they left no goroutine
+// behind.
 func TestMain(m *testing.M) {
-	os.Exit(pgtest.Main(m, "deadlock_timeout=100ms", "log_statement=all", "log_min_messages=warning",
-		"log_min_error_statement=panic", "log_line_prefix="))
+	goleak.VerifyTestMain(withPG{m})
+}
+
+type withPG struct{ m *testing.M }
+
+func (w withPG) Run() int {
+	return pgtest.Main(w.m, "deadlock_timeout=100ms", "log_statement=all", "log_min_messages=warning",
+		"log_min_error_statement=panic", "log_line_prefix=")
 }

@@ -49,7 +49,8 @@ func WithReadOnly() Option {
 // an error matching [retry.ErrMaybeApplied] instead, is in the package
 // documentation.
 //
-// Get one with [New]; a nil or zero Runner is not usable. A Runner is
+// Get one with [New]. The zero Runner is usable: it retries with the zero
+// Policy, in transactions with the server's defaults. A Runner is
 // immutable and safe for concurrent use; make one per kind of transaction
 // (isolation level, read-only) and share it.
 type Runner struct {
