@@ -40,7 +40,7 @@ type SQLBeginner interface {
 // [*retry.Error] that wraps the last run's error (errors.As reaches the
 // driver's *pgconn.PgError).
 func (r *Runner) PgxTx(ctx context.Context, db PgxBeginner, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	err := retry.Do(ctx, r.policy, func(ctx context.Context) error {
+	return retry.Do(ctx, r.policy, func(ctx context.Context) error {
 		tx, err := db.BeginTx(ctx, r.pgxOpt)
 		if err != nil {
 			return judgeBody(ctx, "begin", err)
@@ -56,7 +56,6 @@ func (r *Runner) PgxTx(ctx context.Context, db PgxBeginner, fn func(ctx context.
 		}
 		return nil
 	})
-	return err
 }
 
 // Tx is [Runner.PgxTx] for database/sql: it runs fn in a transaction begun
