@@ -135,7 +135,7 @@ func launch(bin string, settings []string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "pgtest-")
+	dir, err := os.MkdirTemp(tempRoot(cred), "pgtest-")
 	if err != nil {
 		return nil, err
 	}
@@ -166,6 +166,20 @@ func launch(bin string, settings []string) (*Server, error) {
 			return s, err
 		}
 	}
+}
+
+// tempRoot is where the cluster's directory is made: the system's
+// temporary directory, or /tmp when postgres runs as another user (cred)
+// who could not reach into it.
+func tempRoot(cred *syscall.Credential) string {
+	root := os.TempDir()
+	if cred == nil {
+		return root
+	}
+	if fi, err := os.Stat(root); err == nil && fi.Mode().Perm()&0o001 != 0 {
+		return root
+	}
+	return "/tmp"
 }
 
 // remove stops the server and removes its directory.
