@@ -77,8 +77,8 @@ step "sim and retry simulate: the full-scale open-model runs (Huang's published 
 go test -count=1 -run 'Open|Huang' ./sim/
 (cd cmd/retry && go test -count=1 -run 'SimulateOpen' .)
 
-step "retrysql: the whole contention workload (16 workers × 200 transfers, four ways side by side) and 500 transfers with lost COMMIT replies (without -race)"
-(cd retrysql && RETRYKIT_SQL_FULL=1 go test -count=1 -timeout 15m -run 'TestContention|TestLostCommitReplies' -v . | grep -E '^(---|ok|FAIL|PASS)|_test.go:')
+step "retrysql: the whole contention workload (16 workers × 200 transfers, four ways side by side), 500 transfers with lost COMMIT replies, deadlocks beside an immediate loop (without -race)"
+(cd retrysql && RETRYKIT_SQL_FULL=1 go test -count=1 -timeout 15m -run 'TestContention$|TestLostCommitReplies|TestDeadlocks' -v . | grep -E '^(---|ok|FAIL|PASS)|_test.go:')
 
 step "examples/sql: transfers under SERIALIZABLE on a real postgres, with no retry and through retrysql (fails unless every transfer commits once)"
 (cd examples/sql && go run .)
