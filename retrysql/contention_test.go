@@ -220,6 +220,7 @@ func TestContentionPolicies(t *testing.T) {
 		fullJitter,
 		retrysqlWay(t, pol(10*time.Millisecond, retry.Jitter{})),
 		retrysqlWay(t, pol(20*time.Millisecond, retry.Jitter{})),
+		retrysqlWay(t, pol(5*time.Millisecond, retry.Jitter{})),
 		retrysqlWay(t, pol(10*time.Millisecond, retry.EqualJitter)),
 		retrysqlWay(t, pol(20*time.Millisecond, retry.FullJitter)),
 	}
