@@ -24,6 +24,8 @@ type memStore struct {
 	exp  map[string]time.Time
 	// down, when true, makes every call fail unsent.
 	down bool
+	// gate, when not nil, holds every call until it is closed.
+	gate chan struct{}
 }
 
 func newMemStore() *memStore {
@@ -36,7 +38,18 @@ func (m *memStore) setDown(d bool) {
 	m.mu.Unlock()
 }
 
+// wait holds a call until the gate, if any, is closed.
+func (m *memStore) wait() {
+	m.mu.Lock()
+	g := m.gate
+	m.mu.Unlock()
+	if g != nil {
+		<-g
+	}
+}
+
 func (m *memStore) Load(context.Context, string) (string, error) {
+	m.wait()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.down {
@@ -46,6 +59,7 @@ func (m *memStore) Load(context.Context, string) (string, error) {
 }
 
 func (m *memStore) EvalSHA(_ context.Context, _ string, keys, args []string) ([]int64, error) {
+	m.wait()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.down {

@@ -386,6 +386,7 @@ func TestFirstSyncPendingThenLocalOrLeased(t *testing.T) {
 		cfg := retry.BudgetConfig{Ratio: -1, MinPerSecond: 5, Window: 2 * time.Second} // reserve 10
 		m := newMemStore()
 		m.setDown(true)
+		m.gate = make(chan struct{}) // the first sync waits until the check below
 		b, _ := retry.NewBudget(cfg)
 		e, err := StartBudget(Config{Name: "x", Prefix: "pending", Logger: quiet}, m, b)
 		if err != nil {
@@ -395,6 +396,7 @@ func TestFirstSyncPendingThenLocalOrLeased(t *testing.T) {
 		if b.AllowRetry() {
 			t.Error("a retry granted before the first sync answered")
 		}
+		close(m.gate)
 		synctest.Wait() // the first sync failed
 		if _, f, _ := e.Stats(); f != 1 || e.Shared() {
 			t.Fatalf("failures %d, shared %v: want the first sync failed", f, e.Shared())
