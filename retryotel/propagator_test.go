@@ -30,7 +30,7 @@ func TestNilGlobalPropagatorAfterNewTransport(t *testing.T) {
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	t.Cleanup(func() { otel.SetTextMapPropagator(old) })
 
-	rt := retryotel.NewTransport(funcRT(func(r *http.Request) (*http.Response, error) {
+	rt := otelTransport(funcRT(func(r *http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{}, Request: r,
 			Body: io.NopCloser(strings.NewReader("ok"))}, nil
 	}), fastHTTP(2), retryotel.WithMeterProvider(noop.NewMeterProvider()),
