@@ -244,11 +244,12 @@ func wantHedgeRefused(t *testing.T, s *script, r *recorder, want error) {
 // was let through before the backend looked overloaded, the hedge is
 // refused with ErrThrottled and counted as a request, and the call waits
 // for the copy in flight. A fleet of 2^62 requests and no accepts makes
-// the rejection probability exactly 1 (2^62 / (2^62 + 1) rounds to 1), so
-// the refusal does not depend on the random draw.
+// the rejection probability exactly 1 (2^62 / (2^62 + 1) rounds to 1, with
+// no cap), so the refusal does not depend on the random draw; with
+// CountRejected the refusal is counted.
 func TestHedgeThrottleRefusesHedge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		th, err := retry.NewThrottle(retry.ThrottleConfig{})
+		th, err := retry.NewThrottle(retry.ThrottleConfig{MaxProbability: 1, CountRejected: true})
 		if err != nil {
 			t.Fatal(err)
 		}

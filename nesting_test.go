@@ -17,7 +17,7 @@ import (
 // overloaded returns a Throttle that rejects nearly every attempt: it saw
 // 2^20 requests and no accept (p = 1 − 1/(2^20+1)).
 func overloaded() *retry.Throttle {
-	th, _ := retry.NewThrottle(retry.ThrottleConfig{})
+	th, _ := retry.NewThrottle(retry.ThrottleConfig{MaxProbability: 1}) // no cap: p ≈ 1
 	for range 1 << 20 {
 		th.Record(false)
 	}

@@ -46,18 +46,38 @@ const (
 	// not sent; no more hedges follow in this burst, and the call waits
 	// for the copies in flight.
 	EventHedgeRefused
+	// EventHeld: a client-side pacer (retryhttp's Pacer) holds attempt
+	// Attempt for Delay before sending it, because a server said that the
+	// quota the attempt draws on is spent until then; Err says which
+	// hint. The loop does not emit it: the layer that holds the attempt
+	// does, on the goroutine sending it, after that attempt's EventAttempt
+	// (before it under an AttemptTimeout, whose attempt starts once the
+	// hold ends).
+	EventHeld
+	// EventThrottleStarted: a Throttle started rejecting attempts (its
+	// rejection probability rose above 0, or Override forced rejection).
+	// Sent to ThrottleConfig.Observer, not to a Policy's: the state is the
+	// Throttle's, shared by every call. Only Kind is set.
+	EventThrottleStarted
+	// EventThrottleStopped: a Throttle stopped rejecting attempts (its
+	// rejection probability fell to 0, or Override forced none). Sent to
+	// ThrottleConfig.Observer. Only Kind is set.
+	EventThrottleStopped
 )
 
 var eventKindNames = [...]string{
-	EventAttempt:        "attempt",
-	EventRetry:          "retry",
-	EventThrottled:      "throttled",
-	EventBudgetRefused:  "budget_refused",
-	EventDone:           "done",
-	EventHedge:          "hedge",
-	EventHedgeWon:       "hedge_won",
-	EventHedgeCancelled: "hedge_cancelled",
-	EventHedgeRefused:   "hedge_refused",
+	EventAttempt:         "attempt",
+	EventRetry:           "retry",
+	EventThrottled:       "throttled",
+	EventBudgetRefused:   "budget_refused",
+	EventDone:            "done",
+	EventHedge:           "hedge",
+	EventHedgeWon:        "hedge_won",
+	EventHedgeCancelled:  "hedge_cancelled",
+	EventHedgeRefused:    "hedge_refused",
+	EventHeld:            "held",
+	EventThrottleStarted: "throttle_started",
+	EventThrottleStopped: "throttle_stopped",
 }
 
 // String returns the kind's lower-case name, such as "retry".
@@ -74,8 +94,8 @@ type Event struct {
 	Kind        EventKind
 	Attempt     int           // the attempt concerned, 1-based; for EventDone, the attempts made
 	MaxAttempts int           // the policy's attempt limit, or Unlimited
-	Err         error         // EventRetry, EventThrottled, EventBudgetRefused: the attempt's error; EventDone: nil or the *Error
-	Delay       time.Duration // EventRetry: the wait about to start
+	Err         error         // EventRetry, EventThrottled, EventBudgetRefused: the attempt's error; EventDone: nil or the *Error; EventHeld: why the attempt is held
+	Delay       time.Duration // EventRetry, EventHeld: the wait about to start
 	Waited      time.Duration // the waits so far: before the attempt (EventAttempt, EventThrottled), before the failed attempt (EventRetry, EventBudgetRefused: Delay not included), in the whole call (EventDone, a wait the context cut short included)
 	Elapsed     time.Duration // EventRetry, EventBudgetRefused, EventDone after a failure: time since the call started (see Error.Elapsed)
 	Reason      Reason        // EventDone: why the loop gave up; zero on success

@@ -136,7 +136,7 @@ func TestObserverThrottleAndBudget(t *testing.T) {
 
 		// A throttle that has seen only rejections rejects most attempts
 		// locally: each rejection is an EventThrottled, not an EventAttempt.
-		th, _ := retry.NewThrottle(retry.ThrottleConfig{K: 1})
+		th, _ := retry.NewThrottle(retry.ThrottleConfig{K: 1, MaxProbability: 1})
 		for range 1000 {
 			if th.Allow() {
 				th.Record(false)
@@ -300,7 +300,7 @@ func TestWaitedOnEveryEvent(t *testing.T) {
 			calls := 0
 			retry.Do(t.Context(), p, func(context.Context) error {
 				if calls++; calls == 2 {
-					th.SetFleet(1<<40, 0) // from now on every attempt is rejected locally
+					th.Override(retry.ThrottleRejectAll) // from now on every attempt is rejected locally
 				}
 				return errTransient
 			})

@@ -127,18 +127,21 @@ func (b *Budget) ClearFleet() {
 }
 
 // Config returns the Throttle's configuration with every default resolved
-// (the zero Throttle reports DefaultThrottleK and DefaultThrottleWindow;
-// Accepted is returned as given, nil meaning the default rule).
+// (the zero Throttle reports DefaultThrottleK, DefaultThrottleWindow and
+// DefaultThrottleMaxProbability; Accepted and Observer are returned as
+// given, nil meaning the default rule and no events).
 func (t *Throttle) Config() ThrottleConfig {
 	if !t.set {
-		return ThrottleConfig{K: DefaultThrottleK, Window: DefaultThrottleWindow}
+		return ThrottleConfig{K: DefaultThrottleK, Window: DefaultThrottleWindow, MaxProbability: DefaultThrottleMaxProbability}
 	}
-	return ThrottleConfig{K: t.k, Window: t.w.slot * windowSlots, Accepted: t.accepted}
+	return ThrottleConfig{K: t.k, Window: t.w.slot * windowSlots, MaxProbability: t.maxP,
+		CountRejected: t.countRej, Accepted: t.accepted, Observer: t.observer}
 }
 
-// LocalCounts returns how many requests (attempts sent plus attempts
-// rejected locally) and accepts this Throttle has counted since it was
-// made: cumulative counters that only grow. Safe for concurrent use.
+// LocalCounts returns how many requests (attempts sent, plus attempts
+// rejected locally when CountRejected is set) and accepts this Throttle
+// has counted since it was made: cumulative counters that only grow.
+// Safe for concurrent use.
 func (t *Throttle) LocalCounts() (requests, accepts int64) {
 	return t.w.a.Load(), t.w.b.Load()
 }
@@ -146,8 +149,9 @@ func (t *Throttle) LocalCounts() (requests, accepts int64) {
 // SetFleet sets the other processes' requests and accepts over the
 // window, as last synced; from then on the rejection probability is
 // computed from this process's counts plus these (negative values count
-// as 0). A sync engine calls it after each successful sync. It is two
-// atomic stores: Allow never waits for it.
+// as 0), with the same cap, so that a process that joins a fleet during
+// an outage still sends its share of probes. A sync engine calls it after
+// each successful sync. It is two atomic stores: Allow never waits for it.
 func (t *Throttle) SetFleet(requests, accepts int64) {
 	t.w.fa.Store(max(requests, 0))
 	t.w.fb.Store(max(accepts, 0))

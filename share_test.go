@@ -150,7 +150,7 @@ func TestBudgetConfigResolved(t *testing.T) {
 		t.Fatalf("Config = %+v", got)
 	}
 	var zt Throttle
-	if got := zt.Config(); got.K != 2 || got.Window != 2*time.Minute || got.Accepted != nil {
+	if got := zt.Config(); got.K != 2 || got.Window != 10*time.Second || got.MaxProbability != 0.9 || got.CountRejected || got.Accepted != nil {
 		t.Fatalf("zero Throttle Config = %+v", got)
 	}
 	th, _ := NewThrottle(ThrottleConfig{K: 1.5, Window: time.Second})
@@ -167,9 +167,10 @@ func TestThrottleFleet(t *testing.T) {
 	if p := th.Probability(); p != 0 {
 		t.Fatalf("local probability %v, want 0", p)
 	}
-	// The fleet sent 990 more requests, 10 accepted: 1000 − 2×20 over 1001.
+	// The fleet sent 990 more requests, 10 accepted: 1000 − 2×20 over 1001,
+	// 0.96, capped at 0.9.
 	th.SetFleet(990, 10)
-	want := (1000.0 - 2*20) / 1001
+	want := 0.9
 	if p := th.Probability(); math.Abs(p-want) > 1e-12 {
 		t.Fatalf("fleet probability %v, want %v", p, want)
 	}
@@ -184,8 +185,9 @@ func TestThrottleFleet(t *testing.T) {
 	if rejected < 800 {
 		t.Fatalf("rejected %d of 1000 with fleet p ≈ %.2f", rejected, want)
 	}
-	if r, a := th.LocalCounts(); r != 1010 || a != 10 {
-		t.Fatalf("LocalCounts = %d, %d; want 1010, 10", r, a)
+	// Rejected attempts are not counted; those sent are.
+	if r, a := th.LocalCounts(); r != 10+int64(1000-rejected) || a != 10 {
+		t.Fatalf("LocalCounts = %d, %d; want %d, 10", r, a, 10+1000-rejected)
 	}
 	th.ClearFleet()
 	th2, _ := NewThrottle(ThrottleConfig{K: 2, Window: time.Minute})

@@ -285,7 +285,7 @@ func TestThrottledFirstAttemptEarnsNoBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := awsfake.New()
 		f.Script = failFirst("GetItem", 1<<30, awsfake.Answer{Status: 503, Code: "ServiceUnavailable"})
-		th, err := retry.NewThrottle(retry.ThrottleConfig{K: 1})
+		th, err := retry.NewThrottle(retry.ThrottleConfig{K: 1, MaxProbability: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

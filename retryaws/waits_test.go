@@ -196,7 +196,7 @@ func TestBudgetAndThrottle(t *testing.T) {
 			t.Fatalf("budget counted %d first attempts and %d retries, want 1 and 2", firsts, retries)
 		}
 
-		th, err := retry.NewThrottle(retry.ThrottleConfig{K: 1})
+		th, err := retry.NewThrottle(retry.ThrottleConfig{K: 1, CountRejected: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +216,8 @@ func TestBudgetAndThrottle(t *testing.T) {
 
 		// Later calls meet a Throttle that rejects most attempts, their
 		// first ones included: every attempt is either sent (EventAttempt)
-		// or rejected (EventThrottled), and the Throttle counts both.
+		// or rejected (EventThrottled), and the Throttle (CountRejected)
+		// counts both.
 		var sentEv, throttledEv, firstThrottled int
 		obs := retry.ObserverFunc(func(_ context.Context, e retry.Event) {
 			switch e.Kind {

@@ -117,10 +117,10 @@ func TestThrottledRetryReportsWaited(t *testing.T) {
 		switch e.Kind {
 		case retry.EventRetry:
 			if e.Attempt == 1 {
-				th.SetFleet(1<<40, 0) // reject attempt 2
+				th.Override(retry.ThrottleRejectAll) // reject attempt 2
 			}
 		case retry.EventThrottled:
-			th.SetFleet(0, 1<<40) // let attempt 3 through
+			th.Override(retry.ThrottleAllowAll) // let attempt 3 through
 		}
 	})
 	c := grpcClient(t, &fakeRedis{script: failing(1, status.Error(codes.Unavailable, "down"))})

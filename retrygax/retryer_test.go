@@ -359,7 +359,7 @@ func TestInvalidPolicyRetriesNothing(t *testing.T) {
 // with probability 0.99999) turns retries into local rejections: they cost
 // attempts, as in retry.Do, and send nothing.
 func TestThrottleRejectsRetries(t *testing.T) {
-	th, err := retry.NewThrottle(retry.ThrottleConfig{})
+	th, err := retry.NewThrottle(retry.ThrottleConfig{MaxProbability: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func rejectingThrottle(t *testing.T) *retry.Throttle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	th.SetFleet(1<<40, 0)
+	th.Override(retry.ThrottleRejectAll)
 	return th
 }
 
@@ -59,7 +59,7 @@ func TestThrottledDoneKeepsLastAttemptError(t *testing.T) {
 	calls := 0
 	retry.Do(t.Context(), p, func(context.Context) error {
 		calls++
-		refTh.SetFleet(1<<40, 0)
+		refTh.Override(retry.ThrottleRejectAll)
 		return backendErr
 	})
 	var refSt interface{ GRPCStatus() *status.Status }

@@ -69,7 +69,7 @@ func TestEmptyMessagesBounded(t *testing.T) {
 func TestThrottledRetryKeepsStatus(t *testing.T) {
 	p, th := throttledPolicy(t)
 	s := &echoServer{unary: func(context.Context, int, string) (string, error) {
-		th.SetFleet(1<<60, 0) // reject every attempt from now on
+		th.Override(retry.ThrottleRejectAll) // reject every attempt from now on
 		return "", status.Error(codes.Unavailable, "overloaded")
 	}}
 	cc := serve(t, s, retrygrpc.DialOptions(p)...)
@@ -89,7 +89,7 @@ func TestThrottledRetryKeepsStatus(t *testing.T) {
 func TestThrottledStreamRetryKeepsStatus(t *testing.T) {
 	p, th := throttledPolicy(t)
 	s := &echoServer{bidi: func(int, grpc.ServerStream) error {
-		th.SetFleet(1<<60, 0) // reject every attempt from now on
+		th.Override(retry.ThrottleRejectAll) // reject every attempt from now on
 		return status.Error(codes.Unavailable, "overloaded")
 	}}
 	cc := serve(t, s, retrygrpc.DialOptions(p)...)

@@ -220,7 +220,7 @@ func TestStreamThrottledAttemptReportedAsUnary(t *testing.T) {
 			name := e.Kind.String()
 			if e.Err != nil && errors.Is(e.Err, retry.ErrThrottled) && e.Kind != retry.EventDone {
 				name += "(throttled)"
-				th.SetFleet(0, 1<<40) // let the next attempt through
+				th.Override(retry.ThrottleAllowAll) // let the next attempt through
 			}
 			if e.Waited > 0 {
 				name += "+waited" // after a wait: Waited carried over as retry.Do does
@@ -229,7 +229,7 @@ func TestStreamThrottledAttemptReportedAsUnary(t *testing.T) {
 		})
 		fail := func(n int) bool {
 			if n == 1 && !rejectFirst {
-				th.SetFleet(1<<60, 0) // reject the next attempt
+				th.Override(retry.ThrottleRejectAll) // reject the next attempt
 				return true
 			}
 			return false
@@ -250,7 +250,7 @@ func TestStreamThrottledAttemptReportedAsUnary(t *testing.T) {
 		}
 		cc := serve(t, s, retrygrpc.DialOptions(p)...)
 		if rejectFirst {
-			th.SetFleet(1<<60, 0)
+			th.Override(retry.ThrottleRejectAll)
 		}
 		callEcho(t, t.Context(), cc, stream)
 		mu.Lock()

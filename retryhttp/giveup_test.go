@@ -89,9 +89,9 @@ func TestLastAttemptAfterThrottledLongRetryAfter(t *testing.T) {
 			events = append(events, e.Kind.String())
 			switch {
 			case e.Kind == retry.EventRetry && e.Attempt == 1:
-				th.SetFleet(1<<62, 0) // attempt 2 is rejected locally
+				th.Override(retry.ThrottleRejectAll) // attempt 2 is rejected locally
 			case e.Kind == retry.EventThrottled:
-				th.SetFleet(0, 1<<40) // attempt 3 goes through
+				th.Override(retry.ThrottleAllowAll) // attempt 3 goes through
 			case e.Kind == retry.EventDone:
 				reason = e.Reason
 			}

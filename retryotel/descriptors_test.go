@@ -27,7 +27,7 @@ func TestInstrumentDescriptors(t *testing.T) {
 	retry.Do(ctx, p, func(context.Context) error { return fail }) // attempts, gave up, retry delay
 	pt := p
 	pt.Throttle = th
-	th.SetFleet(1<<40, 0)
+	th.Override(retry.ThrottleRejectAll)
 	retry.Do(ctx, pt, func(context.Context) error { return nil }) // throttled
 	pb := p
 	pb.Budget = b
@@ -106,7 +106,7 @@ func TestTransportThrottledAndRefused(t *testing.T) {
 	defer srv.Close()
 	mp, r := newMeter(t)
 	th, _ := retry.NewThrottle(retry.ThrottleConfig{})
-	th.SetFleet(1<<40, 0) // every attempt rejected
+	th.Override(retry.ThrottleRejectAll) // every attempt rejected
 	rt := otelTransport(http.DefaultTransport, retry.Policy{Initial: retry.Immediate, MaxAttempts: 5, Throttle: th},
 		retryotel.WithMeterProvider(mp))
 	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)

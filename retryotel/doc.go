@@ -15,6 +15,11 @@
 //	retry.hedge.won          Int64Counter     {hedge}   each call won by a hedge, not by its first copy
 //	retry.hedge.refused      Int64Counter     {hedge}   each hedge a retry.Budget or retry.Throttle refused
 //
+// [ObserveThrottle] adds, for one retry.Throttle, the gauge
+// retry.throttle.rejection_probability (Float64ObservableGauge, unit 1):
+// the probability that it rejects an attempt locally, read at each
+// collection, with retry.throttle set to the name it was given.
+//
 // A hedge is also an attempt: it counts in retry.call.attempts, and under
 // a retryhttp.Transport with a Hedge and [NewAttemptTransport] as its Base
 // it gets its own client span, like a retry, with
@@ -31,7 +36,10 @@
 // constants. When the call's context holds a recording
 // span, the observer also adds events to it: "retry" before each wait
 // (attributes retry.attempt, the attempt that failed; retry.delay, the
-// wait in seconds; error.message), "retry.throttled", "retry.budget_refused"
+// wait in seconds; error.message; retry.hint, when a retryhttp server hint
+// set the wait, such as "RateLimit t=2"), "retry.held" (a retryhttp.Pacer
+// holding attempt retry.attempt for retry.delay, as retry.hint says),
+// "retry.throttled", "retry.budget_refused"
 // and "retry.gave_up" (retry.attempts, retry.reason, error.message). It
 // never starts, ends or sets the status of a span itself.
 //

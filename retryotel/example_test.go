@@ -46,6 +46,10 @@ func printMetrics(reader sdkmetric.Reader) {
 				for _, p := range d.DataPoints {
 					lines = append(lines, fmt.Sprintf("%s %s: %d", m.Name, p.Attributes.Encoded(attribute.DefaultEncoder()), p.Value))
 				}
+			case metricdata.Gauge[float64]:
+				for _, p := range d.DataPoints {
+					lines = append(lines, fmt.Sprintf("%s %s: %g", m.Name, p.Attributes.Encoded(attribute.DefaultEncoder()), p.Value))
+				}
 			}
 		}
 	}
@@ -144,4 +148,26 @@ func ExampleNewAttemptTransport() {
 	// attempt span "HTTP GET" child of the caller's span: true, resend_count 2
 	// retry.call.attempts retry.operation=load-profile: 1 calls, sum 3
 	// retry.call.retry_delay retry.operation=load-profile: 1 calls
+}
+
+// A Throttle shared by every call to one backend reports its rejection
+// probability as a gauge, here while an operator forces it to reject.
+func ExampleObserveThrottle() {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+
+	var th retry.Throttle // shared by every Policy that calls the database
+	reg, err := retryotel.ObserveThrottle(&th, "db", retryotel.WithMeterProvider(mp))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer reg.Unregister()
+	printMetrics(reader)
+	th.Override(retry.ThrottleRejectAll)
+	printMetrics(reader)
+	// Output:
+	// retry.throttle.rejection_probability retry.throttle=db: 0
+	// retry.throttle.rejection_probability retry.throttle=db: 1
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retryhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -20,6 +21,11 @@ const (
 	AttrOperation = attribute.Key("retry.operation")
 	// AttrReason says why a call gave up (retry.call.gave_up).
 	AttrReason = attribute.Key("retry.reason")
+	// AttrHint names the server hint that set a retry's wait, on a "retry"
+	// span event (a retryhttp.Transport's, when a hint was longer than the
+	// policy's wait): the field and the value read, as
+	// retryhttp.Hint.String gives them ("RateLimit t=2").
+	AttrHint = attribute.Key("retry.hint")
 )
 
 // reasonValues holds the retry.reason value of each retry.Reason, indexed
@@ -212,10 +218,22 @@ func (o *observer) Observe(ctx context.Context, e retry.Event) {
 		}
 	case retry.EventRetry:
 		if span := trace.SpanFromContext(ctx); span.IsRecording() {
-			span.AddEvent("retry", trace.WithAttributes(
+			attrs := []attribute.KeyValue{
 				attribute.Int("retry.attempt", e.Attempt),
 				attribute.Float64("retry.delay", e.Delay.Seconds()),
-				errorMessage(e.Err)))
+				errorMessage(e.Err)}
+			if h, ok := retryhttp.WaitHint(e); ok {
+				attrs = append(attrs, AttrHint.String(h.String()))
+			}
+			span.AddEvent("retry", trace.WithAttributes(attrs...))
+		}
+	case retry.EventHeld:
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			h, _ := retryhttp.WaitHint(e)
+			span.AddEvent("retry.held", trace.WithAttributes(
+				attribute.Int("retry.attempt", e.Attempt),
+				attribute.Float64("retry.delay", e.Delay.Seconds()),
+				AttrHint.String(h.String())))
 		}
 	case retry.EventThrottled:
 		o.throttled.Add(ctx, 1, o.add...)

@@ -181,7 +181,7 @@ func TestReasonValues(t *testing.T) {
 func TestInstrumentThrottled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mp, reader := newMeter(t)
-		thr, err := retry.NewThrottle(retry.ThrottleConfig{K: 1})
+		thr, err := retry.NewThrottle(retry.ThrottleConfig{K: 1, MaxProbability: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,8 @@ func TestFleetBudget(t *testing.T) { fleettest.FleetBudget(t) }
 
 // TestFleetThrottle: eight processes with one shared Throttle (K = 2)
 // against a backend that accepts 40 requests per second: the fleet's
-// combined load converges to about K × what the backend accepts.
+// combined load converges to what the rule gives one client with the
+// fleet's demand, about √(offered × K × accepted).
 func TestFleetThrottle(t *testing.T) { fleettest.FleetThrottle(t) }
 
 // TestFleetRedisKilled: redis-server killed while eight processes use a

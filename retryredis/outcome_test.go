@@ -104,7 +104,7 @@ func TestThrottledAfterLostReply(t *testing.T) {
 		px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: func(n string) bool {
 			return n == "set" && once.CompareAndSwap(false, true)
 		}})
-		th, _ := retry.NewThrottle(retry.ThrottleConfig{})
+		th, _ := retry.NewThrottle(retry.ThrottleConfig{MaxProbability: 1})
 		p := testPolicy()
 		p.MaxAttempts = 3
 		p.Throttle = th

@@ -287,7 +287,7 @@ func TestThrottledAfterLostReply(t *testing.T) {
 	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: func(n string) bool {
 		return n == "set" && sets.Add(1) == 2
 	}})
-	th, _ := retry.NewThrottle(retry.ThrottleConfig{Accepted: func(error) bool { return true }})
+	th, _ := retry.NewThrottle(retry.ThrottleConfig{MaxProbability: 1, Accepted: func(error) bool { return true }})
 	p := retry.Policy{Initial: 300 * time.Millisecond, MaxDelay: 300 * time.Millisecond, Jitter: retry.NoJitter(),
 		MaxAttempts: 3, Throttle: th}
 	var driven atomic.Bool

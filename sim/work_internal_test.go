@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -44,5 +45,22 @@ func TestWorkGuard(t *testing.T) {
 		case !c.fails && err != nil:
 			t.Errorf("%s: %v (%v requests per trial)", name, err, r.Requests)
 		}
+	}
+}
+
+// The open model's run-time bound: a run whose estimate passed (here
+// forced past it) ends with an error once it has simulated more than
+// MaxWork attempts one by one.
+func TestOpenWorkGuard(t *testing.T) {
+	s := OpenScenario{Rate: 1000, ServiceRate: 500, Timeout: 100 * time.Millisecond, Duration: time.Minute,
+		Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: 5}}
+	if err := s.resolve(); err != nil {
+		t.Fatal(err)
+	}
+	s.MaxWork = 50000 // the estimate is 3e5
+	e := newOpenEngine(&s, context.Background())
+	err := e.run()
+	if !errors.Is(err, ErrScenario) || !strings.Contains(err.Error(), "simulated over MaxWork (5e+04)") || e.simulated > 60000 {
+		t.Errorf("%v after %.0f attempts", err, e.simulated)
 	}
 }
