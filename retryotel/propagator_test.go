@@ -25,7 +25,7 @@ func (f funcRT) RoundTrip(r *http.Request) (*http.Response, error) { return f(r)
 // global when it was made and went on working; globalPropagator now calls
 // Inject on the nil global at every attempt, so every RoundTrip of every
 // existing transport panics.
-func TestNilGlobalPropagatorAfterNewTransport(t *testing.T) {
+func TestNilGlobalPropagatorAfterNewAttemptTransport(t *testing.T) {
 	old := otel.GetTextMapPropagator()
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	t.Cleanup(func() { otel.SetTextMapPropagator(old) })
