@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace/embedded"
 )
 
-// Option configures [Instrument] and [NewAttemptTransport].
+// Option configures [Instrument], [NewAttemptTransport] and [ObserveThrottle].
 type Option interface {
 	apply(*config)
 }
@@ -70,7 +70,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 // WithMeterProvider sets the MeterProvider that creates the instruments.
 // Nil, or no such option, means the global one, as otel.GetMeterProvider
-// returns it when Instrument or NewAttemptTransport is called (instruments
+// returns it when Instrument, NewAttemptTransport or ObserveThrottle is called (instruments
 // made before the first otel.SetMeterProvider are forwarded to the provider
 // it sets, as OpenTelemetry's global provider does). NewAttemptTransport
 // hands it to otelhttp for its per-attempt HTTP metrics.
