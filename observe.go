@@ -127,7 +127,11 @@ func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
 
 // Observers returns an Observer that passes each event to every non-nil
 // observer in obs, in order. It returns nil when obs holds none, and the
-// observer itself when it holds one.
+// observer itself when it holds one. With two or more, the Observer it
+// returns has a method Unwrap() []Observer that returns them (as the error
+// of errors.Join has Unwrap() []error), so that a package that installs
+// an Observer, such as retryotel's Instrument, can find its own in a
+// Policy and replace it rather than add a second.
 func Observers(obs ...Observer) Observer {
 	var list multiObserver
 	for _, o := range obs {
@@ -151,6 +155,10 @@ func (m multiObserver) Observe(ctx context.Context, e Event) {
 		o.Observe(ctx, e)
 	}
 }
+
+// Unwrap returns the observers, in order. The slice is m itself: callers
+// must not change it.
+func (m multiObserver) Unwrap() []Observer { return m }
 
 // emit hands e to the policy's Observer and Logger. Callers check that at
 // least one of them is set, so that a policy without either pays nothing.

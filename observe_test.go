@@ -183,6 +183,19 @@ func TestObserversFanOut(t *testing.T) {
 	}
 }
 
+// Observers of two or more has Unwrap() []Observer, which returns them in
+// order without the nils, as errors.Join's error has Unwrap() []error.
+func TestObserversUnwrap(t *testing.T) {
+	var a, b recorder
+	o, ok := retry.Observers(&a, nil, &b).(interface{ Unwrap() []retry.Observer })
+	if !ok {
+		t.Fatal("Observers(a, nil, b) has no Unwrap() []Observer")
+	}
+	if got := o.Unwrap(); len(got) != 2 || got[0] != retry.Observer(&a) || got[1] != retry.Observer(&b) {
+		t.Errorf("Unwrap() = %v, want [a b]", got)
+	}
+}
+
 // The attempt's context is cancelled even when the operation panics, so
 // it does not stay registered on the caller's context.
 func TestAttemptContextCancelledOnPanic(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/retrykit/retry/internal/fleetseam"
 )
 
 func TestBudgetFleet(t *testing.T) {
@@ -213,5 +215,46 @@ func TestDoSharedBudget(t *testing.T) {
 	err = Do(context.Background(), p, func(context.Context) error { return fail })
 	if !errors.As(err, &e) || e.Reason != ReasonAttempts {
 		t.Fatalf("local: err = %v, want ReasonAttempts", err)
+	}
+}
+
+// The seam is reached through internal/fleetseam, where init registered
+// it (these were the Examples of Budget.SetFleet and Throttle.SetFleet when
+// the seam was exported): a sync engine tells a Budget what the other
+// processes did and the lease the store gave it, and the Budget keeps
+// deciding locally; a Throttle's probability counts the fleet's requests.
+func TestFleetSeamRegistered(t *testing.T) {
+	bs, ts := fleetseam.BudgetOf[*Budget](), fleetseam.ThrottleOf[*Throttle]()
+
+	b, _ := NewBudget(BudgetConfig{Ratio: 0.1, MinPerSecond: 1, Window: 10 * time.Second})
+	// The other processes spent 9 of the fleet's reserve of 10 retries,
+	// and the store leased this process 1 of what is left.
+	first, retries := bs.LocalCounts(b)
+	bs.SetFleet(b, 0, 9, fleetseam.Lease{Retries: 1, FirstAttempts: first, Granted: retries, Until: time.Now().Add(time.Second)})
+	if a1, a2 := b.AllowRetry(), b.AllowRetry(); !a1 || a2 {
+		t.Errorf("shared with a lease of 1: AllowRetry %v then %v, want true then false", a1, a2)
+	}
+	if first, retries = bs.LocalCounts(b); first != 0 || retries != 1 || bs.FleetAsked(b) != 2 {
+		t.Errorf("LocalCounts %d, %d, FleetAsked %d; want 0, 1, 2", first, retries, bs.FleetAsked(b))
+	}
+	bs.ClearFleet(b) // the store is down: back to a local budget with its own reserve
+	if !b.AllowRetry() {
+		t.Error("after ClearFleet the Budget refuses a retry from its own reserve")
+	}
+
+	th, _ := NewThrottle(ThrottleConfig{K: 2})
+	if p := th.Probability(); p != 0 {
+		t.Errorf("a new Throttle's probability is %v, want 0", p)
+	}
+	ts.SetFleet(th, 1000, 100) // the others: 1000 requests, 100 accepted
+	if p := th.Probability(); math.Abs(p-0.8) >= 0.005 {
+		t.Errorf("with the fleet's 1000 requests and 100 accepts the probability is %v, want 0.80 to two places", p)
+	}
+	if requests, accepts := ts.LocalCounts(th); requests != 0 || accepts != 0 {
+		t.Errorf("LocalCounts %d, %d; want 0, 0 (the fleet's are not local)", requests, accepts)
+	}
+	ts.ClearFleet(th)
+	if p := th.Probability(); p != 0 {
+		t.Errorf("after ClearFleet the probability is %v, want 0", p)
 	}
 }

@@ -126,7 +126,7 @@ type ThrottleConfig struct {
 // Processes can share one Throttle through a store
 // (retryshare.Throttle): the rejection
 // probability is then computed from the requests and accepts of the whole
-// fleet, as last synced through [Throttle.SetFleet].
+// fleet, as last synced.
 //
 // Get one with [NewThrottle]. The zero Throttle is ready to use with the
 // defaults (K 2, window 10 s, cap 0.9, rejections not counted, the
@@ -387,4 +387,18 @@ func isOverload(e error) bool {
 	}
 	o, ok := e.(interface{ Overloaded() bool })
 	return ok && o.Overloaded()
+}
+
+// Config returns the Throttle's configuration with every default resolved
+// (the zero Throttle reports DefaultThrottleK, DefaultThrottleWindow and
+// DefaultThrottleMaxProbability; Accepted and Observer are returned as
+// given, nil meaning the default rule and no events). An integration whose
+// client reports outcomes itself reads Accepted from it to count them by
+// the same rule as Do.
+func (t *Throttle) Config() ThrottleConfig {
+	if !t.set {
+		return ThrottleConfig{K: DefaultThrottleK, Window: DefaultThrottleWindow, MaxProbability: DefaultThrottleMaxProbability}
+	}
+	return ThrottleConfig{K: t.k, Window: t.w.slot * windowSlots, MaxProbability: t.maxP,
+		CountRejected: t.countRej, Accepted: t.accepted, Observer: t.observer}
 }

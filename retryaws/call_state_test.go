@@ -18,6 +18,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/awsfake"
+	"github.com/retrykit/retry/internal/fleetseam"
 	"github.com/retrykit/retry/retryaws"
 )
 
@@ -308,7 +309,7 @@ func TestThrottledFirstAttemptEarnsNoBudget(t *testing.T) {
 		for range calls {
 			_ = opGetItem.call(context.Background(), nil, d)
 		}
-		if firsts, _ := b.LocalCounts(); firstThrottled == 0 || firsts != int64(calls-firstThrottled) {
+		if firsts, _ := fleetseam.BudgetOf[*retry.Budget]().LocalCounts(b); firstThrottled == 0 || firsts != int64(calls-firstThrottled) {
 			t.Fatalf("the Budget counted %d first attempts for %d calls, %d of whose first attempts the Throttle rejected; want %d", firsts, calls, firstThrottled, calls-firstThrottled)
 		}
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/awsfake"
+	"github.com/retrykit/retry/internal/fleetseam"
 	"github.com/retrykit/retry/retryaws"
 )
 
@@ -192,7 +193,7 @@ func TestBudgetAndThrottle(t *testing.T) {
 		if !errors.Is(err, retry.ErrBudgetRefused) || f.Requests("GetItem") != 3 {
 			t.Fatalf("err %v after %d requests, want ErrBudgetRefused after 3", err, f.Requests("GetItem"))
 		}
-		if firsts, retries := b.LocalCounts(); firsts != 1 || retries != 2 {
+		if firsts, retries := fleetseam.BudgetOf[*retry.Budget]().LocalCounts(b); firsts != 1 || retries != 2 {
 			t.Fatalf("budget counted %d first attempts and %d retries, want 1 and 2", firsts, retries)
 		}
 
@@ -209,7 +210,7 @@ func TestBudgetAndThrottle(t *testing.T) {
 		if !errors.As(err, &re) || re.Attempts != 50 {
 			t.Fatalf("err %v, want 50 attempts used up", err)
 		}
-		requests, accepts := th.LocalCounts()
+		requests, accepts := fleetseam.ThrottleOf[*retry.Throttle]().LocalCounts(th)
 		if sent := f2.Requests("GetItem"); sent >= 50 || requests != 50 || accepts != 0 {
 			t.Fatalf("the server saw %d requests, the Throttle counted %d requests and %d accepts; want fewer than 50 sent, 50 and 0 counted", sent, requests, accepts)
 		}
@@ -236,7 +237,7 @@ func TestBudgetAndThrottle(t *testing.T) {
 		for range 20 {
 			_ = opGetItem.call(context.Background(), s, d)
 		}
-		after, _ := th.LocalCounts()
+		after, _ := fleetseam.ThrottleOf[*retry.Throttle]().LocalCounts(th)
 		if sentEv != f2.Requests("GetItem") || int64(sentEv+throttledEv) != after-requests || firstThrottled == 0 {
 			t.Fatalf("%d EventAttempt for %d requests sent, %d EventThrottled (%d of first attempts), the Throttle counted %d", sentEv, f2.Requests("GetItem"), throttledEv, firstThrottled, after-requests)
 		}

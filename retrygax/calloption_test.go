@@ -13,6 +13,7 @@ import (
 	"github.com/googleapis/gax-go/v2"
 	"github.com/googleapis/gax-go/v2/apierror"
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/fleetseam"
 	"github.com/retrykit/retry/retrygax"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/grpc/codes"
@@ -70,10 +71,10 @@ func TestPerCallPolicySupersedesDefault(t *testing.T) {
 	if got, want := log.events(), []string{"attempt/1", "retry/1", "attempt/2", "done/2(ok)"}; !slices.Equal(got, want) {
 		t.Errorf("Observer saw %v, want %v", got, want)
 	}
-	if req, acc := th.LocalCounts(); req != 102 || acc != 101 {
+	if req, acc := fleetseam.ThrottleOf[*retry.Throttle]().LocalCounts(th); req != 102 || acc != 101 {
 		t.Errorf("Throttle counted %d requests, %d accepts; want 102, 101 (each attempt once)", req, acc)
 	}
-	if first, retries := b.LocalCounts(); first != 1 || retries != 1 {
+	if first, retries := fleetseam.BudgetOf[*retry.Budget]().LocalCounts(b); first != 1 || retries != 1 {
 		t.Errorf("Budget counted %d first attempts, %d retries; want 1, 1", first, retries)
 	}
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/fleetseam"
 	"github.com/retrykit/retry/retrygrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -255,7 +256,7 @@ func TestStreamThrottledAttemptReportedAsUnary(t *testing.T) {
 		callEcho(t, t.Context(), cc, stream)
 		mu.Lock()
 		defer mu.Unlock()
-		first, retries := b.LocalCounts()
+		first, retries := fleetseam.BudgetOf[*retry.Budget]().LocalCounts(b)
 		return outcome{slices.Clone(events), first, retries}
 	}
 	for _, rejectFirst := range []bool{false, true} {
@@ -318,7 +319,7 @@ func TestStreamBudgetCountsFailedFirstAttempts(t *testing.T) {
 		if err := call(); err != nil {
 			t.Fatalf("stream %v: call 2: %v; want its retry granted (2 first attempts × 0.5), as retry.Do grants it", stream, err)
 		}
-		if first, retries := b.LocalCounts(); first != 2 || retries != 1 {
+		if first, retries := fleetseam.BudgetOf[*retry.Budget]().LocalCounts(b); first != 2 || retries != 1 {
 			t.Fatalf("stream %v: Budget counted %d first attempts and %d retries, want 2 and 1", stream, first, retries)
 		}
 	}

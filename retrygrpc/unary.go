@@ -81,7 +81,7 @@ import (
 // documentation for the count).
 func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInterceptor {
 	c := newConfig(opts)
-	if c.hedger != nil {
+	if c.hedging {
 		return hedging(p, c, retrying(p, c))
 	}
 	return retrying(p, c)

@@ -176,7 +176,9 @@ type Transport struct {
 	// go through Policy.Throttle; see retry.Hedge for the rules. Each copy
 	// gets its body from the request's GetBody, so GetBody may be called
 	// by several copies at once (http.NewRequest's are safe for that).
-	// Other requests are retried as without it. Nil means no hedging.
+	// Other requests are retried as without it. Nil, the field unset,
+	// means no hedging, as a nil Policy.Budget means no Budget;
+	// &retry.Hedger{} hedges with the defaults (docs/hedging.md).
 	Hedge *retry.Hedger
 
 	// Pace, when set, holds requests to a host whose server said that

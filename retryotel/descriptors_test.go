@@ -94,7 +94,7 @@ func TestInstrumentSuccessAllocations(t *testing.T) {
 	}
 }
 
-// Through NewTransport, attempts a Throttle rejects and retries a Budget
+// Through NewAttemptTransport, attempts a Throttle rejects and retries a Budget
 // refuses are counted (retry.attempt.throttled, retry.retry.refused), and
 // the throttled ones never reach the server.
 func TestTransportThrottledAndRefused(t *testing.T) {
@@ -107,7 +107,7 @@ func TestTransportThrottledAndRefused(t *testing.T) {
 	mp, r := newMeter(t)
 	th, _ := retry.NewThrottle(retry.ThrottleConfig{})
 	th.Override(retry.ThrottleRejectAll) // every attempt rejected
-	rt := retryotel.NewTransport(http.DefaultTransport, retry.Policy{Initial: retry.Immediate, MaxAttempts: 5, Throttle: th},
+	rt := otelTransport(http.DefaultTransport, retry.Policy{Initial: retry.Immediate, MaxAttempts: 5, Throttle: th},
 		retryotel.WithMeterProvider(mp))
 	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
 	if resp, err := rt.RoundTrip(req); err == nil {
@@ -115,7 +115,7 @@ func TestTransportThrottledAndRefused(t *testing.T) {
 		t.Fatal("every attempt throttled, yet a response")
 	}
 	b, _ := retry.NewBudget(retry.BudgetConfig{Ratio: -1, MinPerSecond: -1}) // refuses every retry
-	rt = retryotel.NewTransport(http.DefaultTransport, retry.Policy{Initial: retry.Immediate, MaxAttempts: 5, Budget: b},
+	rt = otelTransport(http.DefaultTransport, retry.Policy{Initial: retry.Immediate, MaxAttempts: 5, Budget: b},
 		retryotel.WithMeterProvider(mp))
 	resp, err := rt.RoundTrip(req)
 	if err == nil {

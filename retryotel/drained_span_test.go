@@ -7,7 +7,7 @@ import (
 	"github.com/retrykit/retry"
 )
 
-// NewTransport: "the span of the returned response ends when the caller
+// NewAttemptTransport: "the span of the returned response ends when the caller
 // closes its body, as with otelhttp". A 503 that the transport read in full
 // before the wait (to free the connection) and then returned because the
 // Budget refused the retry has its span ended before RoundTrip returns. The

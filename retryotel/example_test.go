@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retryhttp"
 	"github.com/retrykit/retry/retryotel"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -86,7 +87,7 @@ func ExampleInstrument() {
 	// retry.call.retry_delay retry.operation=fetch: 2 calls
 }
 
-func ExampleNewTransport() {
+func ExampleNewAttemptTransport() {
 	// What an application sets up once: a TracerProvider, a MeterProvider
 	// and the W3C Trace Context propagator.
 	spans := tracetest.NewSpanRecorder()
@@ -108,9 +109,13 @@ func ExampleNewTransport() {
 
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
-	client := &http.Client{Transport: retryotel.NewTransport(base,
-		retry.Policy{MaxAttempts: 4, Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond},
-		retryotel.WithTracerProvider(tp), retryotel.WithMeterProvider(mp))}
+	// Retry outside, one span per attempt inside: the attempt layer is the
+	// retryhttp.Transport's Base, and Instrument makes its Policy.
+	policy := retry.Policy{MaxAttempts: 4, Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond}
+	client := &http.Client{Transport: &retryhttp.Transport{
+		Base:   retryotel.NewAttemptTransport(base, retryotel.WithTracerProvider(tp), retryotel.WithMeterProvider(mp)),
+		Policy: retryotel.Instrument(policy, "load-profile", retryotel.WithMeterProvider(mp)),
+	}}
 	ctx, span := tp.Tracer("app").Start(context.Background(), "load profile")
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 	resp, err := client.Do(req)
@@ -141,8 +146,8 @@ func ExampleNewTransport() {
 	// attempt span "HTTP GET" child of the caller's span: true, resend_count -
 	// attempt span "HTTP GET" child of the caller's span: true, resend_count 1
 	// attempt span "HTTP GET" child of the caller's span: true, resend_count 2
-	// retry.call.attempts retry.operation=http: 1 calls, sum 3
-	// retry.call.retry_delay retry.operation=http: 1 calls
+	// retry.call.attempts retry.operation=load-profile: 1 calls, sum 3
+	// retry.call.retry_delay retry.operation=load-profile: 1 calls
 }
 
 // A Throttle shared by every call to one backend reports its rejection

@@ -64,17 +64,55 @@ func reasonValue(r retry.Reason) string {
 // OpenTelemetry returns with them are used as they are, and an instrument
 // a MeterProvider does not return at all records nothing.
 //
-// Each Instrument adds one more Observer: instrumenting a policy twice, or
-// handing an instrumented policy to NewTransport (which instruments it
-// itself), records every call twice.
+// Instrumenting twice never counts twice: Instrument replaces the
+// observer that an earlier Instrument put in p, found in p.Observer
+// itself or inside a retry.Observers of it, so the Policy records each
+// call once, under the latest operation name and MeterProvider, and p's
+// other observers keep their order. (An observer of yours that wraps an
+// instrumented one in some other way hides it.)
 func Instrument(p retry.Policy, operation string, opts ...Option) retry.Policy {
 	c := newConfig(opts)
-	return instrument(p, operation, &c)
+	prev := p.Observer
+	if holdsOurs(prev) {
+		prev = retry.Observers(withoutOurs(prev, nil)...)
+	}
+	p.Observer = retry.Observers(prev, newObserver(operation, c.meterProvider()))
+	return p
 }
 
-func instrument(p retry.Policy, operation string, c *config) retry.Policy {
-	p.Observer = retry.Observers(p.Observer, newObserver(operation, c.meterProvider()))
-	return p
+// unwrapper is the Observer of retry.Observers, which passes every event
+// to each of the observers it returns.
+type unwrapper interface{ Unwrap() []retry.Observer }
+
+// holdsOurs reports whether o is, or passes events through
+// retry.Observers to, an observer that Instrument installed.
+func holdsOurs(o retry.Observer) bool {
+	switch o := o.(type) {
+	case *observer:
+		return true
+	case unwrapper:
+		for _, x := range o.Unwrap() {
+			if holdsOurs(x) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// withoutOurs appends to list the observers that o passes events to,
+// flattening retry.Observers, except those that Instrument installed.
+func withoutOurs(o retry.Observer, list []retry.Observer) []retry.Observer {
+	switch o := o.(type) {
+	case nil, *observer:
+	case unwrapper:
+		for _, x := range o.Unwrap() {
+			list = withoutOurs(x, list)
+		}
+	default:
+		list = append(list, o)
+	}
+	return list
 }
 
 // observer is the retry.Observer that Instrument installs. All its fields

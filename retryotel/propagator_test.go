@@ -25,12 +25,12 @@ func (f funcRT) RoundTrip(r *http.Request) (*http.Response, error) { return f(r)
 // global when it was made and went on working; globalPropagator now calls
 // Inject on the nil global at every attempt, so every RoundTrip of every
 // existing transport panics.
-func TestNilGlobalPropagatorAfterNewTransport(t *testing.T) {
+func TestNilGlobalPropagatorAfterNewAttemptTransport(t *testing.T) {
 	old := otel.GetTextMapPropagator()
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	t.Cleanup(func() { otel.SetTextMapPropagator(old) })
 
-	rt := retryotel.NewTransport(funcRT(func(r *http.Request) (*http.Response, error) {
+	rt := otelTransport(funcRT(func(r *http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: 200, Status: "200 OK", Header: http.Header{}, Request: r,
 			Body: io.NopCloser(strings.NewReader("ok"))}, nil
 	}), fastHTTP(2), retryotel.WithMeterProvider(noop.NewMeterProvider()),

@@ -93,7 +93,7 @@ func TestTransportResendCountAcrossRedirects(t *testing.T) {
 			if tc.bare {
 				base = noRequest{base}
 			}
-			client := &http.Client{Transport: retryotel.NewTransport(base, fastHTTP(4), retryotel.WithMeterProvider(mp), retryotel.WithTracerProvider(tp))}
+			client := &http.Client{Transport: otelTransport(base, fastHTTP(4), retryotel.WithMeterProvider(mp), retryotel.WithTracerProvider(tp))}
 			resp, err := client.Get(srv.URL + "/a")
 			if err != nil {
 				t.Fatal(err)

@@ -34,13 +34,12 @@ func (b *idleCountingBase) CloseIdleConnections() {
 	b.Transport.CloseIdleConnections()
 }
 
-// NewTransport's result "retries like a retryhttp.Transport ... over base"
-// and "is a *retryhttp.Transport", whose CloseIdleConnections "closes the
-// idle connections of Base ... It is what http.Client.CloseIdleConnections
-// calls on its Transport". The Base of that Transport is otelhttp's
-// Transport over an unexported resendCounter, and neither has a
-// CloseIdleConnections method: the call never reaches the caller's base, so
-// its keep-alive connections stay open.
+// NewAttemptTransport: "Its CloseIdleConnections, which the
+// retryhttp.Transport's calls, closes the idle connections of base". The
+// layer is otelhttp's Transport over an unexported resendCounter, and
+// neither has a CloseIdleConnections method: without the layer's own, the
+// call never reached the caller's base, so its keep-alive connections
+// stayed open.
 func TestTransportCloseIdleConnectionsReachesBase(t *testing.T) {
 	var closed atomic.Int32
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
@@ -54,7 +53,7 @@ func TestTransportCloseIdleConnectionsReachesBase(t *testing.T) {
 
 	base := &idleCountingBase{Transport: &http.Transport{}}
 	t.Cleanup(base.Transport.CloseIdleConnections) // for goleak, whatever happens
-	client := &http.Client{Transport: retryotel.NewTransport(base, fastHTTP(3),
+	client := &http.Client{Transport: otelTransport(base, fastHTTP(3),
 		retryotel.WithMeterProvider(noop.NewMeterProvider()))}
 	resp, err := client.Get(srv.URL)
 	if err != nil {
@@ -77,10 +76,10 @@ func TestTransportCloseIdleConnectionsReachesBase(t *testing.T) {
 
 // doc.go: "each attempt carries the headers of the global propagator
 // (otel.GetTextMapPropagator; with propagation.TraceContext, a
-// traceparent per attempt ...)"; NewTransport: "Headers are injected with
+// traceparent per attempt ...)"; NewAttemptTransport: "Headers are injected with
 // the global text-map propagator (set one with otel.SetTextMapPropagator
 // ...)". The transport snapshots the propagator that is global when
-// NewTransport runs (otelhttp's default option): once a propagator has
+// NewAttemptTransport runs (otelhttp's default option): once a propagator has
 // been set, replacing it later has no effect on the transport, unlike the
 // TracerProvider, which the package resolves "when each span starts".
 func TestTransportPropagatorReadPerAttempt(t *testing.T) {
@@ -108,7 +107,7 @@ func TestTransportPropagatorReadPerAttempt(t *testing.T) {
 	}
 }
 
-// NewTransport: "a call that gives up counts in retry.call.gave_up,
+// Instrument's Policy under a retryhttp.Transport: "a call that gives up counts in retry.call.gave_up,
 // including one that ends on a retryable status after MaxAttempts (the
 // last 503 is returned as a response with a nil error; it counts with
 // retry.reason = attempts)". When that last 503 carries a Retry-After
@@ -197,7 +196,7 @@ func TestInstrumentWithoutInstruments(t *testing.T) {
 // AttemptTimeout)"; retryhttp.Transport: "an attempt timeout bounds it and
 // the Observer and Logger see it, exactly as in retry.Do". retry.Do hands
 // EventAttempt the attempt's context, which ends when the attempt times
-// out; the Transport (and so NewTransport) clears AttemptTimeout in the
+// out; the Transport (and so the composition with NewAttemptTransport) clears AttemptTimeout in the
 // loop's policy and applies it itself, so EventAttempt gets the call's
 // context, which the attempt's timeout never ends.
 func TestTransportAttemptEventContext(t *testing.T) {
@@ -228,7 +227,7 @@ func TestTransportAttemptEventContext(t *testing.T) {
 		t.Fatalf("retry.Do: EventAttempt contexts %v; want 2, the first ended by its timeout", doCtxs)
 	}
 
-	// The same policy through NewTransport: attempt 1 stalls past its timeout.
+	// The same policy through the composed Transport: attempt 1 stalls past its timeout.
 	rec := newRecorder(t, func(r *http.Request, n int) int {
 		if n == 1 {
 			select {
@@ -246,9 +245,9 @@ func TestTransportAttemptEventContext(t *testing.T) {
 	}
 	resp.Body.Close()
 	if len(httpCtxs) != 2 {
-		t.Fatalf("NewTransport: %d EventAttempt events, want 2", len(httpCtxs))
+		t.Fatalf("composed Transport: %d EventAttempt events, want 2", len(httpCtxs))
 	}
 	if err := httpCtxs[0].Err(); !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-		t.Errorf("NewTransport: the context EventAttempt 1 received is still live (Err %v) after that attempt timed out; retry.Do hands the attempt's own context, ended by its timeout", err)
+		t.Errorf("composed Transport: the context EventAttempt 1 received is still live (Err %v) after that attempt timed out; retry.Do hands the attempt's own context, ended by its timeout", err)
 	}
 }

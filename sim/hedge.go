@@ -63,7 +63,7 @@ type HedgeScenario struct {
 	SlowPeriod time.Duration // zero: DefaultSlowPeriod (100 ms)
 	SlowFactor float64       // zero: DefaultSlowFactor (10)
 
-	// Hedge is the hedging rule, as retry.NewHedger takes it (Delay for a
+	// Hedge is the hedging rule, as retry.NewHedger takes it (FixedDelay for a
 	// fixed delay, else adaptive from Quantile, MinDelay, WarmUp, Samples;
 	// MaxCopies up to 16). Nil means no hedging.
 	Hedge *retry.HedgeConfig

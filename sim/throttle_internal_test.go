@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/fleetseam"
 )
 
 // The virtual-time throttle computes the rejection probability that
@@ -54,7 +55,7 @@ func TestThrottleModelMatchesRetryThrottle(t *testing.T) {
 				for i := range 64 {
 					real.Record(i < accepted)
 					m.record(0, when, i < accepted)
-					if r, _ := real.LocalCounts(); r%64 == 0 {
+					if r, _ := fleetseam.ThrottleOf[*retry.Throttle]().LocalCounts(real); r%64 == 0 {
 						// retry.Throttle read the clock after this outcome
 						// (counted rejections move that point).
 						when = now

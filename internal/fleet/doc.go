@@ -8,7 +8,8 @@
 // counts added since the last sync into the fleet's current window slot
 // and reads back the counts of the window's slots, in one script call.
 // The other processes' counts (the totals minus what this process pushed)
-// go to the Budget or Throttle through SetFleet, with, for a Budget, the
+// go to the Budget or Throttle through the core's SetFleet (registered with
+// internal/fleetseam, not exported), with, for a Budget, the
 // lease the script handed this process: its share of the fleet's headroom,
 // which no other process can be handed while this one holds it, so that
 // the fleet's retries stay within one Budget's bound whatever the number

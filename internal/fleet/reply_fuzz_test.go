@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/fleetseam"
 )
 
 // replyStore answers every EVALSHA with a fixed reply.
@@ -22,13 +23,13 @@ func (s replyStore) EvalSHA(context.Context, string, []string, []string) ([]int6
 // recorder is a counter that keeps what the engine set.
 type recorder struct {
 	a, b    int64
-	lease   retry.FleetLease
+	lease   fleetseam.Lease
 	got     bool
 	cleared bool
 }
 
 func (r *recorder) local() (int64, int64) { return 5, 3 }
-func (r *recorder) set(a, b int64, l retry.FleetLease) {
+func (r *recorder) set(a, b int64, l fleetseam.Lease) {
 	r.a, r.b, r.lease, r.got = a, b, l, true
 }
 func (r *recorder) clear() { r.cleared = true }
