@@ -7,7 +7,7 @@ import (
 )
 
 // The fleet tests are internal/fleettest's, run with this module's test
-// binary as the workers (see fleet_proc_test.go). Figures for the README:
+// binary as the workers (see share_fleet_proc_test.go). Figures for the README:
 // go test -run TestFleet -v. RETRYKIT_FLEET_DEFAULTS=1 runs TestFleetBudget
 // with the default Budget for 10 s.
 
