@@ -1,4 +1,4 @@
-package retryredis_test
+package retryvalkey_test
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 )
 
 // The fleet tests are internal/fleettest's, run with this module's test
-// binary as the workers (see fleet_proc_test.go). Figures for the README:
+// binary as the workers (see share_fleet_proc_test.go). Figures for the README:
 // go test -run TestFleet -v. RETRYKIT_FLEET_DEFAULTS=1 runs TestFleetBudget
 // with the default Budget for 10 s.
 
@@ -17,12 +17,6 @@ import (
 // allowance over every span; with eight local Budgets the floor is spent
 // eight times.
 func TestFleetBudget(t *testing.T) { fleettest.FleetBudget(t) }
-
-// TestFleetThrottle: eight processes with one shared Throttle (K = 2)
-// against a backend that accepts 40 requests per second: the fleet's
-// combined load converges to what the rule gives one client with the
-// fleet's demand, about √(offered × K × accepted).
-func TestFleetThrottle(t *testing.T) { fleettest.FleetThrottle(t) }
 
 // TestFleetRedisKilled: redis-server killed while eight processes use a
 // shared Budget and Throttle, then restarted empty. No call waits on it
