@@ -52,6 +52,7 @@ type loopState struct {
 	wait   time.Duration // the wait Failed granted, not yet counted in waited
 	waited time.Duration // the waits so far
 	start  time.Time     // start of the call (MaxElapsed), else of the first failure
+	until  time.Time     // the end of a time budget set by Until, or zero
 	err    error         // the error of the attempt last judged
 	made   error         // the error of the last attempt made (not rejected)
 	timer  *time.Timer
@@ -91,6 +92,13 @@ func (l *loopState) init(p *Policy) {
 // let through, those the Throttle rejected, and those reported to
 // Succeeded or Failed without a Begin.
 func (l *Loop) Attempts() int { return l.s.n }
+
+// Until ends the call's time budget at t, when that is sooner than
+// MaxElapsed's end: Failed then starts no wait that would end at or past t
+// and gives up with ReasonTimeBudget instead. For a limit that the client
+// learns during the call (an idempotency token that the service forgets
+// after a while). The zero t means none.
+func (l *Loop) Until(t time.Time) { l.s.until = t }
 
 // Begin starts the next attempt, after a Wait (or the client's own wait)
 // for a retry. It asks the Throttle: when it rejects the attempt, Begin
@@ -156,10 +164,13 @@ func (l *loopState) sent(p *Policy, ctx context.Context) {
 // it succeeded) as soon as the client learns it, before it calls Succeeded
 // or Failed, which then do not tell it again. Without Record they tell it
 // themselves; Record matters to a client that sees outcomes apart from its
-// retry decisions (grpc.OnFinish, the AWS SDK's release functions).
+// retry decisions (grpc.OnFinish, the AWS SDK's release functions). Like
+// Unseen, Succeeded and Failed, it counts an attempt that the client made
+// without a Begin.
 func (l *Loop) Record(err error) { l.s.record(l.p, err) }
 
 func (l *loopState) record(p *Policy, err error) {
+	l.made0()
 	if l.state != attemptSent {
 		return
 	}
@@ -176,8 +187,19 @@ func (l *loopState) record(p *Policy, err error) {
 func (l *Loop) Unseen() { l.s.unseen() }
 
 func (l *loopState) unseen() {
+	l.made0()
 	if l.state == attemptSent {
 		l.state = attemptRecorded
+	}
+}
+
+// made0 counts an attempt that the client made without a Begin or Sent
+// (nothing to ask or tell before it), as Record, Unseen, Succeeded and
+// Failed learn of it.
+func (l *loopState) made0() {
+	if l.state == attemptNone {
+		l.n++
+		l.state = attemptSent
 	}
 }
 
@@ -193,9 +215,7 @@ func (l *loopState) timedOut(ctx context.Context, err error) bool {
 // AttemptTimeout cut the attempt short. An attempt reported without a
 // Begin or Sent is counted here.
 func (l *loopState) end(p *Policy, ctx context.Context, err error) (timedOut bool) {
-	if l.state == attemptNone {
-		l.n++ // made by the client without asking: nothing to account but the count
-	}
+	l.made0()
 	if l.state != attemptRejected {
 		timedOut = l.timedOut(ctx, err)
 		if l.state != attemptRecorded && p.Throttle != nil {
@@ -272,12 +292,12 @@ func (l *loopState) judge(p *Policy, ctx context.Context, err error, timedOut bo
 	observed := p.Observer != nil || p.Logger != nil
 	dl, hasDeadline := ctx.Deadline()
 	var elapsed time.Duration
-	if p.MaxElapsed > 0 || hasDeadline || observed {
+	if p.MaxElapsed > 0 || hasDeadline || observed || !l.until.IsZero() {
 		now := time.Now()
 		elapsed = now.Sub(l.start)
 		// As for the deadline below, a wait that ends when the budget
 		// does would leave the attempt no time: give up.
-		if p.MaxElapsed > 0 && d >= p.MaxElapsed-elapsed {
+		if p.MaxElapsed > 0 && d >= p.MaxElapsed-elapsed || !l.until.IsZero() && d >= l.until.Sub(now) {
 			return 0, l.fail(p, ctx, err, ReasonTimeBudget, nil)
 		}
 		// A wait that ends at the deadline would leave the attempt no
