@@ -3,6 +3,7 @@ package retryaws
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -43,14 +44,19 @@ type Retryer struct {
 
 var _ aws.RetryerV2 = (*Retryer)(nil)
 
-// New returns a Retryer that retries as p says, or p.Validate's error, or
-// the error of an option given a bad value.
+// New returns a Retryer that retries as p says, or an error: p.Validate's,
+// one naming a Policy field the Retryer cannot apply (AttemptTimeout:
+// docs/engine.md has the table for every module), or that of an option
+// given a bad value.
 // With no options it retries what the SDK's standard retryer retries,
 // repeats after a lost reply only what Safety (or MarkSafe) says is safe,
 // and honours x-amz-retry-after up to DefaultMaxServerDelay.
 func New(p retry.Policy, opts ...Option) (*Retryer, error) {
 	if err := p.Validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("retryaws: New: %w", err)
+	}
+	if p.AttemptTimeout != 0 {
+		return nil, fmt.Errorf("retryaws: New: Policy.AttemptTimeout %v cannot be applied: the SDK makes each attempt, and a Retryer cannot bound it; use the HTTP client's timeouts or the call's context", p.AttemptTimeout)
 	}
 	c := newConfig(opts)
 	if c.err != nil {

@@ -3,6 +3,7 @@ package retrygax
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"time"
 
@@ -47,7 +48,9 @@ import (
 // Replace, do not add to, the client's own retry settings, method by
 // method, so that exactly one layer retries:
 //
-//	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+//	opt, err := retrygax.WithPolicy(p)
+//	if err != nil { ... }
+//	c.CallOptions.GetInstance = []gax.CallOption{opt}
 //
 // (WithPolicy replaces any earlier gax.WithRetry in the list, since the
 // last Retry setting wins; keeping the generated gax.WithTimeout is fine.)
@@ -103,7 +106,7 @@ import (
 // no EventDone either.
 //
 // Several WithPolicy options in one call (the client's default and a
-// per-call override, c.GetInstance(ctx, req, retrygax.WithPolicy(p2))):
+// per-call override, c.GetInstance(ctx, req, opt2)):
 // the last one governs the call, as gax's last Retry setting does, and
 // only its Throttle and Observer are told the call's outcomes. The first
 // attempt is counted when an option is resolved, before gax knows which one
@@ -115,16 +118,24 @@ import (
 // replaced, and would feed its Throttle and Observer for a call it does not
 // govern.
 //
-// An invalid p (see p.Validate) retries nothing, and replaces an earlier
-// WithPolicy like a valid one.
-func WithPolicy(p retry.Policy, opts ...Option) gax.CallOption {
-	return &policyOption{p: p, c: newConfig(opts), valid: p.Validate() == nil}
+// WithPolicy refuses, with an error naming the field, an invalid p (the
+// error of p.Validate) and a p with an AttemptTimeout, which a Retryer
+// cannot apply (gax makes each attempt; bound the call with
+// gax.WithTimeout or its context). docs/engine.md has the table of what
+// each module does with each Policy field.
+func WithPolicy(p retry.Policy, opts ...Option) (gax.CallOption, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("retrygax: WithPolicy: %w", err)
+	}
+	if p.AttemptTimeout != 0 {
+		return nil, fmt.Errorf("retrygax: WithPolicy: Policy.AttemptTimeout %v cannot be applied: gax makes each attempt, and a Retryer cannot bound it; use gax.WithTimeout or the call's context", p.AttemptTimeout)
+	}
+	return &policyOption{p: p, c: newConfig(opts)}, nil
 }
 
 type policyOption struct {
-	p     retry.Policy
-	c     config
-	valid bool
+	p retry.Policy
+	c config
 }
 
 // Resolve sets the call's Retryer. gax calls it once per call, before the
@@ -141,10 +152,6 @@ func (o *policyOption) Resolve(s *gax.CallSettings) {
 	}
 	if prev != nil {
 		prev.superseded = true
-	}
-	if !o.valid {
-		s.Retry = nil
-		return
 	}
 	p := &o.p
 	r := &retryer{o: o, l: p.Loop()}

@@ -102,11 +102,12 @@
 // never bypassed); the same holds for a Client.Conn, whose connection state
 // (SELECT, CLIENT SETNAME) a retry on another connection would lose.
 //
-// Policy.AttemptTimeout bounds an attempt only when the client has
-// Options.ContextTimeoutEnabled; otherwise go-redis bounds reads and
-// writes with ReadTimeout and WriteTimeout, and the attempt's context only
-// bounds the wait for a pooled connection and the dial. A timed-out attempt
-// may have been applied: it is retried only when the command is safe.
+// Policy.AttemptTimeout needs a client with Options.ContextTimeoutEnabled,
+// without which go-redis bounds reads and writes with ReadTimeout and
+// WriteTimeout and the attempt's context would only bound the wait for a
+// pooled connection and the dial: Instrument refuses it there. A
+// timed-out attempt may have been applied: it is retried only when the
+// command is safe.
 //
 // Instrument supports *redis.Client (including clients
 // from NewFailoverClient). Cluster clients are not supported: go-redis

@@ -49,7 +49,9 @@ var instrumented sync.Map // weak.Pointer[redis.Client] -> struct{}
 // means 5 dials 100 ms apart, without jitter, for every connection it
 // opens, which the policy's retries of an unsent command would multiply).
 // It also refuses an invalid p (the error of
-// p.Validate) and a client that was already instrumented. go-redis's
+// p.Validate), a p with an AttemptTimeout on a client without
+// Options.ContextTimeoutEnabled (go-redis would not bound the attempt), and
+// a client that was already instrumented. go-redis's
 // Client.WithTimeout returns a copy without the client's hooks, so without
 // this retry layer: instrument the copy too, or bound calls with their
 // contexts instead. ctx bounds the
@@ -62,6 +64,9 @@ func Instrument(ctx context.Context, c *redis.Client, p retry.Policy, opts ...Op
 	}
 	if err := p.Validate(); err != nil {
 		return err
+	}
+	if p.AttemptTimeout != 0 && !c.Options().ContextTimeoutEnabled {
+		return fmt.Errorf("retryredis: Instrument: Policy.AttemptTimeout %v cannot be applied: go-redis bounds an attempt by its context only with Options.ContextTimeoutEnabled; set it, or bound reads and writes with ReadTimeout and WriteTimeout", p.AttemptTimeout)
 	}
 	if n := c.Options().MaxRetries; n != 0 {
 		return fmt.Errorf("%w: Options.MaxRetries is %d; set it to -1 so that retrykit is the only retry layer", ErrClientRetries, n)
