@@ -203,7 +203,7 @@ func (h *hook) judge(ctx context.Context, err error, cmd redis.Cmder, applied *b
 // so it cannot say so itself. The *retry.Error is copied, not changed: the
 // Observer was given it and may keep it.
 func keepApplied(err error, applied bool, name string) error {
-	if !applied || err == nil || errors.Is(err, ErrMaybeApplied) {
+	if !applied || err == nil || errors.Is(err, retry.ErrMaybeApplied) {
 		return err
 	}
 	if re, ok := err.(*retry.Error); ok {
