@@ -112,9 +112,19 @@ func (l *Loop) Until(t time.Time) { l.s.until = t }
 func (l *Loop) Begin(ctx context.Context) (context.Context, error) { return l.s.begin(l.p, ctx) }
 
 func (l *loopState) begin(p *Policy, ctx context.Context) (context.Context, error) {
+	l.n++
+	l.state = attemptSent
+	if l.wait != 0 || p.Throttle != nil || p.Budget != nil || p.AttemptTimeout > 0 || p.Observer != nil {
+		return l.account(p, ctx)
+	}
+	return ctx, nil // nothing to count, ask or tell: kept short to be inlined
+}
+
+// account is begin's part for a policy with a Throttle, Budget,
+// AttemptTimeout or Observer, or after a wait to count.
+func (l *loopState) account(p *Policy, ctx context.Context) (context.Context, error) {
 	l.waited = addSat(l.waited, l.wait)
 	l.wait = 0
-	l.n++
 	if p.Throttle != nil && !p.Throttle.allow() {
 		l.state = attemptRejected
 		if p.Observer != nil {
@@ -125,7 +135,6 @@ func (l *loopState) begin(p *Policy, ctx context.Context) (context.Context, erro
 	if p.Budget != nil {
 		p.Budget.record(l.n > 1)
 	}
-	l.state = attemptSent
 	actx := ctx
 	if p.AttemptTimeout > 0 {
 		d := p.AttemptTimeout
@@ -216,11 +225,11 @@ func (l *loopState) timedOut(ctx context.Context, err error) bool {
 // Begin or Sent is counted here.
 func (l *loopState) end(p *Policy, ctx context.Context, err error) (timedOut bool) {
 	l.made0()
-	if l.state != attemptRejected {
+	if l.state != attemptRejected && l.actx != nil {
 		timedOut = l.timedOut(ctx, err)
-		if l.state != attemptRecorded && p.Throttle != nil {
-			p.Throttle.recordTimed(err, timedOut)
-		}
+	}
+	if l.state == attemptSent && p.Throttle != nil {
+		p.Throttle.recordTimed(err, timedOut)
 	}
 	if l.cancel != nil {
 		l.cancel()
@@ -235,8 +244,13 @@ func (l *loopState) end(p *Policy, ctx context.Context, err error) (timedOut boo
 func (l *Loop) Succeeded(ctx context.Context) { l.s.succeeded(l.p, ctx) }
 
 func (l *loopState) succeeded(p *Policy, ctx context.Context) {
-	l.end(p, ctx, nil)
-	l.done(p, ctx)
+	if l.state != attemptSent || p.Throttle != nil || l.cancel != nil {
+		l.end(p, ctx, nil)
+	}
+	l.state = attemptNone
+	if p.Observer != nil {
+		p.Observer.Observe(ctx, Event{Kind: EventDone, Attempt: l.n, MaxAttempts: p.maxAttempts(), Waited: l.waited})
+	}
 }
 
 // done tells the Observer that the call succeeded.
