@@ -49,7 +49,7 @@ func TestDialErrorIsRetriedForAnUnsafeWrite(t *testing.T) {
 	t.Cleanup(hc.CloseIdleConnections)
 	_, db := clients(u.String(), newRetryer(t, quick), hc)
 	if err := opUpdateItem.call(ctxTimeout(t), nil, db); err != nil {
-		t.Fatalf("UpdateItem after two refused dials: %v (ErrMaybeApplied %v)", err, errors.Is(err, retryaws.ErrMaybeApplied))
+		t.Fatalf("UpdateItem after two refused dials: %v (ErrMaybeApplied %v)", err, errors.Is(err, retry.ErrMaybeApplied))
 	}
 	if dials.Load() != 3 || f.Requests("UpdateItem") != 1 || f.Item("c") != 1 {
 		t.Fatalf("%d dials, %d requests, counter %d; want 3, 1, 1", dials.Load(), f.Requests("UpdateItem"), f.Item("c"))
@@ -196,7 +196,7 @@ func TestSharedErrorValueKeepsEachCallsClass(t *testing.T) {
 	<-w.firstHeld
 	_, getErr := d.GetItem(context.Background(), getItemInput(), opt)
 	err := <-update
-	if got := f.Item("c"); got != 1 || !errors.Is(err, retryaws.ErrMaybeApplied) {
+	if got := f.Item("c"); got != 1 || !errors.Is(err, retry.ErrMaybeApplied) {
 		t.Fatalf("counter %d after %d UpdateItem requests, err %v; want 1, the lost reply ending the call with ErrMaybeApplied", got, f.Requests("UpdateItem"), err)
 	}
 	if getErr != nil {
@@ -240,7 +240,7 @@ func TestMaybeAppliedIsSticky(t *testing.T) {
 			if !errors.As(err, &re) || re.Reason != retry.ReasonAttempts || f.Requests(tc.op.name) != 4 || f.Applied(tc.op.name) != 1 {
 				t.Fatalf("err %v after %d requests (%d applied), want the 4 attempts used up, the first applied", err, f.Requests(tc.op.name), f.Applied(tc.op.name))
 			}
-			if got := errors.Is(err, retryaws.ErrMaybeApplied); got != tc.maybe {
+			if got := errors.Is(err, retry.ErrMaybeApplied); got != tc.maybe {
 				t.Fatalf("ErrMaybeApplied %v, want %v: %v", got, tc.maybe, err)
 			}
 		})
@@ -334,7 +334,7 @@ func TestTokenNotRepeatedAfterItsWindow(t *testing.T) {
 		start := time.Now()
 		err := opTransact.call(context.Background(), nil, d)
 		var re *retry.Error
-		if !errors.As(err, &re) || re.Reason != retry.ReasonTimeBudget || !errors.Is(err, retryaws.ErrMaybeApplied) {
+		if !errors.As(err, &re) || re.Reason != retry.ReasonTimeBudget || !errors.Is(err, retry.ErrMaybeApplied) {
 			t.Fatalf("err %v, want ReasonTimeBudget matching ErrMaybeApplied", err)
 		}
 		if f.Requests("TransactWriteItems") != 4 || f.Span() >= retryaws.TokenWindow || time.Since(start) != 7*time.Minute {

@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/awsfake"
-	"github.com/retrykit/retry/retryaws"
 )
 
 const counterCalls = 1000
@@ -22,7 +21,7 @@ func counterRun(ctx context.Context, d *dynamodb.Client, calls int) (updateErrs,
 	for range calls {
 		if err := opUpdateItem.call(ctx, nil, d); err != nil {
 			updateErrs++
-			if errors.Is(err, retryaws.ErrMaybeApplied) {
+			if errors.Is(err, retry.ErrMaybeApplied) {
 				maybe++
 			}
 		}

@@ -85,7 +85,7 @@ func TestSharedRetryerUnderLoad(t *testing.T) {
 				switch {
 				case err == nil:
 					ok[w]++
-				case errors.Is(err, ErrMaybeApplied):
+				case errors.Is(err, retry.ErrMaybeApplied):
 					maybe[w]++
 				}
 				_, _ = d.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("t"), Key: key})

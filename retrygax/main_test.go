@@ -13,6 +13,9 @@ import (
 
 	redis "cloud.google.com/go/redis/apiv1"
 	"cloud.google.com/go/redis/apiv1/redispb"
+	"github.com/googleapis/gax-go/v2"
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retrygax"
 	"go.uber.org/goleak"
 	"google.golang.org/api/option"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -145,4 +148,13 @@ func failing(k int, err error) func(int) error {
 		}
 		return nil
 	}
+}
+
+// mustPolicy is WithPolicy for a policy the test knows it accepts.
+func mustPolicy(p retry.Policy, opts ...retrygax.Option) gax.CallOption {
+	o, err := retrygax.WithPolicy(p, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return o
 }

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/retrykit/retry"
-	"github.com/retrykit/retry/retrygax"
 	"github.com/retrykit/retry/retrygrpc"
 )
 
@@ -70,7 +69,7 @@ func TestContextEndsInLowerLayersWait(t *testing.T) {
 					done = e
 				}
 			})
-			c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+			c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 			start := time.Now()
 			_, err = getInstance(ctx, c)
 			if took := time.Since(start); took > 5*time.Second {

@@ -9,7 +9,6 @@ import (
 	redis "cloud.google.com/go/redis/apiv1"
 	"cloud.google.com/go/redis/apiv1/redispb"
 	"github.com/googleapis/gax-go/v2"
-	"github.com/retrykit/retry/retrygax"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -42,7 +41,7 @@ func TestGRPCCommittedAfterHeaders(t *testing.T) {
 	defer conn.Close()
 	c, _ := redis.NewCloudRedisClient(context.Background(), option.WithGRPCConn(conn))
 	defer c.Close()
-	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(fast)}
+	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(fast)}
 	_, err := getInstance(t.Context(), c)
 	if n := f.calls.Load(); n != 1 {
 		t.Fatalf("server saw %d calls after sending headers, want 1 (err %v)", n, err)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/googleapis/gax-go/v2"
 	"github.com/retrykit/retry"
-	"github.com/retrykit/retry/retrygax"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -16,7 +15,7 @@ func TestGaxMaxElapsedBoundaryAsDo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := retry.Policy{Initial: time.Second, Multiplier: 2, Jitter: retry.NoJitter(), MaxAttempts: 10, MaxElapsed: 3 * time.Second}
 		var s gax.CallSettings
-		retrygax.WithPolicy(p).Resolve(&s)
+		mustPolicy(p).Resolve(&s)
 		r := s.Retry()
 		err := status.Error(codes.Unavailable, "x")
 		calls := 1

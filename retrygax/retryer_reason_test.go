@@ -49,7 +49,7 @@ func TestContextEndReportedAsContext(t *testing.T) {
 	var d doneEvents
 	p := fast
 	p.Observer = &d
-	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	if _, err := getInstance(ctx, c); status.Code(err) != codes.Canceled {
 		t.Fatalf("err %v, want CANCELLED", err)
 	}
@@ -67,7 +67,7 @@ func TestRESTGatewayTimeoutNotAContextEnd(t *testing.T) {
 		var d doneEvents
 		p := fast
 		p.Observer = &d
-		c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p, retrygax.WithRetryStatus(func(int) bool { return false }))}
+		c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p, retrygax.WithRetryStatus(func(int) bool { return false }))}
 		getInstance(t.Context(), c)
 		if d.done == nil || d.done.Reason != retry.ReasonPermanent {
 			t.Fatalf("%d: EventDone %+v: want ReasonPermanent", code, d.done)
@@ -88,7 +88,7 @@ func TestElapsedFromFirstFailureWithoutMaxElapsed(t *testing.T) {
 	var d doneEvents
 	p := fast
 	p.Observer = &d
-	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	if _, err := getInstance(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestThrottledRetryReportsWaited(t *testing.T) {
 		}
 	})
 	c := grpcClient(t, &fakeRedis{script: failing(1, status.Error(codes.Unavailable, "down"))})
-	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	if _, err := getInstance(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func retryDelays(t *testing.T, c *redis.CloudRedisClient, p retry.Policy, calls 
 			mu.Unlock()
 		}
 	})
-	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	for range calls {
 		getInstance(t.Context(), c)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/googleapis/gax-go/v2"
 	"github.com/retrykit/retry"
-	"github.com/retrykit/retry/retrygax"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -71,7 +70,7 @@ func TestThrottledDoneKeepsLastAttemptError(t *testing.T) {
 	p.Throttle, p.Observer = rejectingThrottle(t), &got
 	f := &fakeRedis{script: failing(100, backendErr)}
 	c := grpcClient(t, f)
-	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	if _, err := getInstance(t.Context(), c); status.Code(err) != codes.Unavailable {
 		t.Fatalf("err = %v", err)
 	}

@@ -325,8 +325,10 @@ func (c *call) classify(r *http.Request, err error) error {
 	if !c.replayable || !c.idem && !notSent(err) {
 		return retry.Permanent(e)
 	}
-	if c.ctx.Err() != nil || transient(err) {
+	if c.ctx.Err() != nil || transient(err) || c.t.Policy.Retryable != nil {
 		// Context errors: the loop stops on the caller's own context.
+		// Policy.Retryable, when set, replaces the rule of transient
+		// errors, as it replaces retry.Do's default rule.
 		return e
 	}
 	return retry.Permanent(e)

@@ -129,8 +129,12 @@ type Transport struct {
 	// is retry's reference schedule (10 attempts). Errors the hooks see
 	// describe method, redacted URL, status or error and attempt; an
 	// attempt that ran out of AttemptTimeout reports Timeout() and
-	// Overloaded(). Policy.Retryable, when set, is consulted after the
-	// transport's own rules, which it cannot widen. An invalid Policy makes
+	// Overloaded(). Policy.Retryable, when set, judges every error the
+	// loop sees, as in retry.Do: it replaces the rule of which transport
+	// errors are transient, and may refuse a status that RetryStatus
+	// retries (a status RetryStatus does not retry is an answer, not an
+	// error); what cannot be sent again safely (idempotency, the body) is
+	// never retried. An invalid Policy makes
 	// every RoundTrip return its Validate error without sending anything.
 	Policy retry.Policy
 

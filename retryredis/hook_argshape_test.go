@@ -3,13 +3,13 @@ package retryredis_test
 import (
 	"context"
 	"errors"
+	"github.com/retrykit/retry"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/retrykit/retry/internal/faultproxy"
 	"github.com/retrykit/retry/internal/redistest"
-	"github.com/retrykit/retry/retryredis"
 )
 
 // onceProxy is a fault proxy that loses the reply of the next command
@@ -34,7 +34,7 @@ func (p *onceProxy) arm(name string) { p.armed.Store(&name) }
 // idempotent whatever type carries the option: go-redis writes a []byte or
 // a *string as the same bulk string as a string, and the server reads an
 // option up to a NUL byte. After a lost reply each runs once and the call
-// returns ErrMaybeApplied.
+// returns retry.ErrMaybeApplied.
 func TestOptionShapesAfterLostReply(t *testing.T) {
 	srv := redistest.Start(t)
 	px := startOnceProxy(t, srv)
@@ -89,8 +89,8 @@ func TestOptionShapesAfterLostReply(t *testing.T) {
 				if msg := tc.check(); msg != "" {
 					t.Error(msg)
 				}
-				if !errors.Is(err, retryredis.ErrMaybeApplied) {
-					t.Errorf("err = %v; want ErrMaybeApplied", err)
+				if !errors.Is(err, retry.ErrMaybeApplied) {
+					t.Errorf("err = %v; want retry.ErrMaybeApplied", err)
 				}
 			})
 		}

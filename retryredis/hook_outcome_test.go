@@ -49,8 +49,8 @@ func TestClosedInFlight(t *testing.T) {
 	waitBusy(t, srv)
 	c.Close()
 	err := <-done
-	if !errors.Is(err, retryredis.ErrMaybeApplied) || errors.Is(err, retryredis.ErrNotSent) {
-		t.Fatalf("EVAL in flight when the client closed: %v; want ErrMaybeApplied", err)
+	if !errors.Is(err, retry.ErrMaybeApplied) || errors.Is(err, retry.ErrNotSent) {
+		t.Fatalf("EVAL in flight when the client closed: %v; want retry.ErrMaybeApplied", err)
 	}
 }
 
@@ -76,8 +76,8 @@ func TestNotSentAfterLostReply(t *testing.T) {
 		t.Fatalf("k = %q; want v (the first SET applied)", v)
 	}
 	var re *retry.Error
-	if errors.Is(err, retryredis.ErrNotSent) || !errors.Is(err, retryredis.ErrMaybeApplied) || !errors.As(err, &re) || re.Attempts != 3 {
-		t.Fatalf("SET applied, then not sent twice: %v; want ErrMaybeApplied after 3 attempts, not ErrNotSent", err)
+	if errors.Is(err, retry.ErrNotSent) || !errors.Is(err, retry.ErrMaybeApplied) || !errors.As(err, &re) || re.Attempts != 3 {
+		t.Fatalf("SET applied, then not sent twice: %v; want retry.ErrMaybeApplied after 3 attempts, not retry.ErrNotSent", err)
 	}
 
 	// The same for a pipeline of safe commands.
@@ -88,8 +88,8 @@ func TestNotSentAfterLostReply(t *testing.T) {
 		pl.Get(context.Background(), "p")
 		return nil
 	})
-	if errors.Is(err, retryredis.ErrNotSent) || !errors.Is(err, retryredis.ErrMaybeApplied) {
-		t.Fatalf("pipeline applied, then not sent: %v; want ErrMaybeApplied, not ErrNotSent", err)
+	if errors.Is(err, retry.ErrNotSent) || !errors.Is(err, retry.ErrMaybeApplied) {
+		t.Fatalf("pipeline applied, then not sent: %v; want retry.ErrMaybeApplied, not retry.ErrNotSent", err)
 	}
 }
 
@@ -135,8 +135,8 @@ func TestThrottledAfterLostReply(t *testing.T) {
 		if v, _ := srv.Do("GET", "k"); v != "v" {
 			t.Fatalf("pipeline %v: k = %q; want v (the first SET applied)", pipeline, v)
 		}
-		if !errors.Is(err, retry.ErrThrottled) || !errors.Is(err, retryredis.ErrMaybeApplied) || errors.Is(err, retryredis.ErrNotSent) {
-			t.Fatalf("pipeline %v: SET applied, then throttled: %v; want ErrMaybeApplied and ErrThrottled", pipeline, err)
+		if !errors.Is(err, retry.ErrThrottled) || !errors.Is(err, retry.ErrMaybeApplied) || errors.Is(err, retry.ErrNotSent) {
+			t.Fatalf("pipeline %v: SET applied, then throttled: %v; want retry.ErrMaybeApplied and ErrThrottled", pipeline, err)
 		}
 		if _, err := srv.Do("DEL", "k"); err != nil {
 			t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/redistest"
-	"github.com/retrykit/retry/retryredis"
 )
 
 // TestMaxClientsAtConnect: "ERR max number of clients reached" is
@@ -19,7 +18,7 @@ import (
 // and a connection that fails before the command is written leaves the
 // command not sent. With go-redis the refusal comes at connection time:
 // the server answers HELLO with it and closes, the handshake's next write
-// fails, and the INCR is never written. It must be retried (ErrNotSent
+// fails, and the INCR is never written. It must be retried (retry.ErrNotSent
 // while it fails), not reported as "may have been applied".
 func TestMaxClientsAtConnect(t *testing.T) {
 	srv := redistest.Start(t)
@@ -41,16 +40,16 @@ func TestMaxClientsAtConnect(t *testing.T) {
 
 	ctx := context.Background()
 
-	// While no slot frees up, the INCR is never written: ErrNotSent after
+	// While no slot frees up, the INCR is never written: retry.ErrNotSent after
 	// every attempt.
 	p := testPolicy()
 	p.MaxAttempts = 3
 	c := newClient(t, srv.Addr(), p)
 	err = c.Incr(ctx, "n").Err()
 	var re *retry.Error
-	if !errors.Is(err, retryredis.ErrNotSent) || errors.Is(err, retryredis.ErrMaybeApplied) || !errors.As(err, &re) || re.Attempts != 3 {
-		t.Fatalf("INCR never written (max clients at every connect): %v (ErrNotSent %v, ErrMaybeApplied %v); want ErrNotSent after 3 attempts",
-			err, errors.Is(err, retryredis.ErrNotSent), errors.Is(err, retryredis.ErrMaybeApplied))
+	if !errors.Is(err, retry.ErrNotSent) || errors.Is(err, retry.ErrMaybeApplied) || !errors.As(err, &re) || re.Attempts != 3 {
+		t.Fatalf("INCR never written (max clients at every connect): %v (retry.ErrNotSent %v, retry.ErrMaybeApplied %v); want retry.ErrNotSent after 3 attempts",
+			err, errors.Is(err, retry.ErrNotSent), errors.Is(err, retry.ErrMaybeApplied))
 	}
 	if _, err := hold.Write([]byte("EXISTS n\r\n")); err != nil {
 		t.Fatal(err)
@@ -68,8 +67,8 @@ func TestMaxClientsAtConnect(t *testing.T) {
 	})
 	c2 := newClient(t, srv.Addr(), p)
 	if err := c2.Incr(ctx, "n").Err(); err != nil {
-		t.Fatalf("INCR refused by max clients at connect, then a slot freed: %v (ErrNotSent %v, ErrMaybeApplied %v); want it retried and applied",
-			err, errors.Is(err, retryredis.ErrNotSent), errors.Is(err, retryredis.ErrMaybeApplied))
+		t.Fatalf("INCR refused by max clients at connect, then a slot freed: %v (retry.ErrNotSent %v, retry.ErrMaybeApplied %v); want it retried and applied",
+			err, errors.Is(err, retry.ErrNotSent), errors.Is(err, retry.ErrMaybeApplied))
 	}
 	if v, err := c2.Get(ctx, "n").Result(); err != nil || v != "1" {
 		t.Fatalf("n = %q, %v; want 1", v, err)

@@ -11,12 +11,11 @@ import (
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/redistest"
-	"github.com/retrykit/retry/retryredis"
 )
 
 // TestUnwritableArgument: go-redis refuses to write an argument of a type
 // it does not know (a []string, a struct), so nothing of the command
-// reaches the server: the call fails at its first attempt with ErrNotSent,
+// reaches the server: the call fails at its first attempt with retry.ErrNotSent,
 // for a command safe to repeat (GET) and for one that is not (INCR), and
 // for pipelines. A plain pipeline whose later command is refused may have
 // written the earlier ones: it is not repeated either, and may have been
@@ -71,8 +70,8 @@ func TestUnwritableArgument(t *testing.T) {
 		if !errors.As(err, &re) || re.Attempts != 1 || attempts.Load() != 1 {
 			t.Errorf("%s: %v after %d attempts; want the call to end after 1", tc.name, err, attempts.Load())
 		}
-		if errors.Is(err, retryredis.ErrNotSent) != tc.notSent || errors.Is(err, retryredis.ErrMaybeApplied) == tc.notSent {
-			t.Errorf("%s: %v; want ErrNotSent %v, ErrMaybeApplied %v", tc.name, err, tc.notSent, !tc.notSent)
+		if errors.Is(err, retry.ErrNotSent) != tc.notSent || errors.Is(err, retry.ErrMaybeApplied) == tc.notSent {
+			t.Errorf("%s: %v; want retry.ErrNotSent %v, retry.ErrMaybeApplied %v", tc.name, err, tc.notSent, !tc.notSent)
 		}
 		if err == nil || !strings.Contains(err.Error(), "can't marshal") {
 			t.Errorf("%s: %v; want go-redis's error naming the type", tc.name, err)

@@ -3,6 +3,7 @@ package retryvalkey_test
 import (
 	"context"
 	"errors"
+	"github.com/retrykit/retry"
 	"io"
 	"net"
 	"strings"
@@ -120,16 +121,16 @@ func TestClosedInFlight(t *testing.T) {
 		time.Sleep(2 * time.Millisecond)
 	}
 	for name, err := range map[string]error{"EVAL": evalErr, "INCR": incrErr} {
-		if errors.Is(err, retryvalkey.ErrNotSent) || !errors.Is(err, retryvalkey.ErrMaybeApplied) {
-			t.Errorf("%s applied, in flight when the client closed: %v; want ErrMaybeApplied, not ErrNotSent", name, err)
+		if errors.Is(err, retry.ErrNotSent) || !errors.Is(err, retry.ErrMaybeApplied) {
+			t.Errorf("%s applied, in flight when the client closed: %v; want retry.ErrMaybeApplied, not retry.ErrNotSent", name, err)
 		}
 	}
-	if err := c.Do(ctx, c.B().Incr().Key("j").Build()).Error(); !errors.Is(err, retryvalkey.ErrNotSent) {
-		t.Errorf("INCR after Close: %v; want ErrNotSent", err)
+	if err := c.Do(ctx, c.B().Incr().Key("j").Build()).Error(); !errors.Is(err, retry.ErrNotSent) {
+		t.Errorf("INCR after Close: %v; want retry.ErrNotSent", err)
 	}
 	for _, r := range c.DoMulti(ctx, c.B().Incr().Key("j").Build()) {
-		if err := r.Error(); !errors.Is(err, retryvalkey.ErrNotSent) {
-			t.Errorf("DoMulti after Close: %v; want ErrNotSent", err)
+		if err := r.Error(); !errors.Is(err, retry.ErrNotSent) {
+			t.Errorf("DoMulti after Close: %v; want retry.ErrNotSent", err)
 		}
 	}
 }

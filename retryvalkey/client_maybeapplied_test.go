@@ -12,7 +12,6 @@ import (
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/faultproxy"
 	"github.com/retrykit/retry/internal/redistest"
-	"github.com/retrykit/retry/retryvalkey"
 )
 
 // refuseLoseRefuse returns a client through a fault proxy in front of srv
@@ -60,15 +59,15 @@ func refuseLoseRefuse(t *testing.T, lost string, third func(*redistest.Server)) 
 // lost its reply, and whose last send was refused, must not come back as a
 // bare refusal ("the server refused the command without running it"): the
 // README says "a call counts its earlier attempts, so once one lost its
-// reply the error matches ErrMaybeApplied whatever the later ones met".
+// reply the error matches retry.ErrMaybeApplied whatever the later ones met".
 func TestRefusalAfterLostReply(t *testing.T) {
 	srv, c := refuseLoseRefuse(t, "set", nil)
 	err := c.Do(context.Background(), c.B().Set().Key("k").Value("v").Build()).Error()
 	if v, _ := srv.Do("GET", "k"); v != "v" {
 		t.Fatalf("k = %q; the second send was meant to be applied (err %v)", v, err)
 	}
-	if !errors.Is(err, retryvalkey.ErrMaybeApplied) || errors.Is(err, retryvalkey.ErrNotSent) {
-		t.Fatalf("SET refused, applied with its reply lost, refused: %v (%T); want an error matching ErrMaybeApplied", err, err)
+	if !errors.Is(err, retry.ErrMaybeApplied) || errors.Is(err, retry.ErrNotSent) {
+		t.Fatalf("SET refused, applied with its reply lost, refused: %v (%T); want an error matching retry.ErrMaybeApplied", err, err)
 	}
 	var ve *valkey.ValkeyError
 	if !errors.As(err, &ve) || !strings.HasPrefix(ve.Error(), "NOREPLICAS") {
@@ -87,8 +86,8 @@ func TestRefusalAfterLostReplyPipeline(t *testing.T) {
 		t.Fatalf("a = %q; the second send was meant to apply SET a (errors %v, %v)", v, r[0].Error(), r[1].Error())
 	}
 	for i, x := range r {
-		if err := x.Error(); !errors.Is(err, retryvalkey.ErrMaybeApplied) {
-			t.Errorf("pipeline command %d refused, sent with its reply lost, refused: %v (%T); want an error matching ErrMaybeApplied", i, err, err)
+		if err := x.Error(); !errors.Is(err, retry.ErrMaybeApplied) {
+			t.Errorf("pipeline command %d refused, sent with its reply lost, refused: %v (%T); want an error matching retry.ErrMaybeApplied", i, err, err)
 		}
 	}
 }
@@ -108,8 +107,8 @@ func TestReplyAfterLostReply(t *testing.T) {
 	if applied != "v" {
 		t.Fatalf("HGET s f before the third send = %q; the second send was meant to be applied (err %v)", applied, err)
 	}
-	if !errors.Is(err, retryvalkey.ErrMaybeApplied) {
-		t.Fatalf("HSET refused, applied with its reply lost, answered WRONGTYPE: %v (%T); want an error matching ErrMaybeApplied", err, err)
+	if !errors.Is(err, retry.ErrMaybeApplied) {
+		t.Fatalf("HSET refused, applied with its reply lost, answered WRONGTYPE: %v (%T); want an error matching retry.ErrMaybeApplied", err, err)
 	}
 	var ve *valkey.ValkeyError
 	if !errors.As(err, &ve) || !strings.HasPrefix(ve.Error(), "WRONGTYPE") || !strings.Contains(err.Error(), "then answered") {

@@ -3,16 +3,16 @@ package retryvalkey_test
 import (
 	"context"
 	"errors"
+	"github.com/retrykit/retry"
 	"testing"
 
 	"github.com/retrykit/retry/internal/redistest"
-	"github.com/retrykit/retry/retryvalkey"
 )
 
 // TestOptionWithNULAfterLostReply: the server reads an option up to its
 // first NUL byte, so ZADD "INCR\x00", ZADD "nx\x00" and EXPIRE "NX\x00x"
 // are ZADD INCR, ZADD NX and EXPIRE NX: after a lost reply each runs once
-// and the call returns ErrMaybeApplied.
+// and the call returns retry.ErrMaybeApplied.
 func TestOptionWithNULAfterLostReply(t *testing.T) {
 	srv := redistest.Start(t)
 	c, _, fault := faultOnce(t, srv)
@@ -48,8 +48,8 @@ func TestOptionWithNULAfterLostReply(t *testing.T) {
 		} else if s, _ := srv.Do("TTL", "z"); s == "-1" {
 			t.Errorf("%s %q: no TTL", tc.name, tc.words)
 		}
-		if !errors.Is(err, retryvalkey.ErrMaybeApplied) {
-			t.Errorf("%s %q: %v; want ErrMaybeApplied", tc.name, tc.words, err)
+		if !errors.Is(err, retry.ErrMaybeApplied) {
+			t.Errorf("%s %q: %v; want retry.ErrMaybeApplied", tc.name, tc.words, err)
 		}
 	}
 }
