@@ -15,7 +15,7 @@ import (
 // outage every shared one, the late one included, still sends about 10 %
 // of its demand (the cap; the late one is not locked out by the fleet's
 // failures); after it, each is back to at least 95 % of its demand about
-// as soon as the unshared one (within three sync intervals of it) and
+// as soon as the unshared one (within three sync intervals of it, give or take the 200 ms buckets it is measured in) and
 // within the window.
 func ShareThrottleRecovers(t *testing.T, dial Dialer) {
 	srv := redistest.Start(t)
@@ -102,8 +102,10 @@ func ShareThrottleRecovers(t *testing.T, dial Dialer) {
 	for i := range 3 {
 		r := rec(i)
 		t.Logf("throttle %d: at ≥ 95 %% of demand %v after the recovery (unshared: %v); sent per 200 ms from the outage's last second: %v", i, r, local, sent[i][from:])
-		if r > window || r > local+3*100*time.Millisecond {
-			t.Errorf("shared throttle %d back to 95 %% of demand %v after the recovery, want within the window (%v) and at most 3 syncs after the unshared one (%v)", i, r, window, local)
+		// Three syncs to learn the fleet's accepts, plus a bucket of
+		// measurement on each side (the 200 ms buckets round both times).
+		if r > window || r > local+3*100*time.Millisecond+2*bucket {
+			t.Errorf("shared throttle %d back to 95 %% of demand %v after the recovery, want within the window (%v) and at most 3 syncs and 2 buckets after the unshared one (%v)", i, r, window, local)
 		}
 	}
 	if s, _, _ := s2.Counts(); s == 0 || !s2.Shared() {
