@@ -93,11 +93,14 @@ var errStreamAttemptTimeout = errors.New("retrygrpc: StreamClientInterceptor: Po
 // The Observer hears EventAttempt as each attempt begins and EventDone
 // once, when the stream's outcome ends the loop: its first response or
 // response headers (success), or the error of a stream that commits or is
-// not retried. A stream that commits during the wait before a retry ends
-// the loop without sending that retry, which the loop has already taken
-// from the Budget (a retry granted and not sent still counts); it is begun
-// (the Throttle asked, the Observer told EventAttempt), ended unsent, and
-// counted in the *retry.Error's Attempts when an earlier retry was sent.
+// not retried; it comes on the goroutine that learns that outcome
+// (RecvMsg, Header or SendMsg) with the stream's lock held, so an Observer
+// or Logger must not call the stream's methods. A stream that commits
+// during the wait before a retry ends the loop without sending that
+// retry, which the loop has already taken from the Budget (a retry granted
+// and not sent still counts); it is begun (the Throttle asked, the
+// Observer told EventAttempt), ended unsent, and counted in the
+// *retry.Error's Attempts when an earlier retry was sent.
 func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientInterceptor {
 	c := newConfig(opts)
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
