@@ -24,10 +24,14 @@ import (
 // Without it the Retryer cannot see the body: it decides to retry and
 // waits, and the SDK then ends the call with its own "failed to rewind
 // transport stream" error, which matches neither. A stack without the
-// SDK's retry middleware (a presign client's) is left as it is.
+// SDK's retry middleware (a presign client's) is left as it is, and so
+// is one that has the check already.
 func AddBodyCheck(stack *smithymiddle.Stack) error {
 	if _, ok := stack.Finalize.Get(retryMiddlewareID); !ok {
 		return nil
+	}
+	if _, ok := stack.Finalize.Get(bodyCheck{}.ID()); ok {
+		return nil // installed for the client and again for the call
 	}
 	return stack.Finalize.Insert(bodyCheck{}, retryMiddlewareID, smithymiddle.Before)
 }

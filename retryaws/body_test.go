@@ -168,4 +168,20 @@ func TestAddBodyCheckStacks(t *testing.T) {
 	if got := strings.Join(st.Finalize.List(), " "); got != "retryaws.BodyCheck Retry" {
 		t.Errorf("Finalize = %s, want the check just before Retry", got)
 	}
+	if err := retryaws.AddBodyCheck(st); err != nil || len(st.Finalize.List()) != 2 {
+		t.Errorf("AddBodyCheck a second time: %v, %v", err, st.Finalize.List())
+	}
+}
+
+// Installed for the client and again for the call, the check still works.
+func TestAddBodyCheckTwice(t *testing.T) {
+	f := awsfake.New()
+	f.Script = failFirst("PutObject", 1, awsfake.Answer{Drop: true})
+	url, hc := startTLS(t, f)
+	s, _ := clients(url, newRetryer(t, quick), hc)
+	s = s3.New(s.Options(), withBodyCheck)
+	err := putStream(ctxTimeout(t), s, withBodyCheck)
+	if !errors.Is(err, retry.ErrMaybeApplied) || !retry.IsExhausted(err) || f.Requests("PutObject") != 1 {
+		t.Errorf("err = %v after %d requests, want ErrMaybeApplied and IsExhausted after 1", err, f.Requests("PutObject"))
+	}
 }
