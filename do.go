@@ -5,7 +5,10 @@ import (
 	"errors"
 	"iter"
 	"math"
+	"math/rand/v2"
 	"time"
+
+	"github.com/retrykit/retry/internal/jitterseed"
 )
 
 // Do calls op until it succeeds or a stop rule of p ends the loop, waiting
@@ -161,6 +164,12 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 		made   error         // the error of the last attempt made (not rejected by the Throttle)
 	)
 	observed := p.Observer != nil || p.Logger != nil
+	// A test may fix the jitter through the context (retrytest.Seed);
+	// looked up only where a draw can happen, once per failed call.
+	var src *rand.Rand
+	if p.Initial != Immediate && p.Jitter.kind != jitterNone {
+		src = jitterseed.Rand(ctx)
+	}
 	defer func() {
 		if timer != nil {
 			timer.Stop()
@@ -190,7 +199,7 @@ func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, 
 		if maxAttempts != Unlimited && n >= maxAttempts {
 			return fail(ReasonAttempts, nil)
 		}
-		d := p.delay(n-1, prev, nil)
+		d := p.delay(n-1, prev, src)
 		prev = d
 		if ra, ok := RetryAfter(err); ok && ra > d {
 			d = ra
