@@ -1,0 +1,94 @@
+package retrytest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"syscall"
+	"time"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retryhttp"
+	"github.com/retrykit/retry/retrytest"
+)
+
+// A scripted backend answers a call 503, then 429 with Retry-After, then
+// 200. In a test, run this inside synctest.Test and the 20 s of waits
+// take no time; here the policy has no computed waits and the server's
+// wait is 0.
+func ExampleBackend() {
+	b := retrytest.NewBackend(
+		retrytest.Reply{Status: http.StatusServiceUnavailable},
+		retrytest.Reply{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"0"}}},
+		retrytest.Reply{Body: "done"},
+	)
+	client := &http.Client{Transport: &retryhttp.Transport{Base: b, Policy: retrytest.NoWaits(retry.Policy{})}}
+	resp, err := client.Get("http://orders.test/42")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.Status)
+	fmt.Printf("%+v\n", b.Count("GET http://orders.test/42"))
+	// Output:
+	// 200 OK
+	// {Requests:3 Applied:1}
+}
+
+// A lost reply: the server applies the POST, the client sees a reset.
+// Without an Idempotency-Key the transport does not send it again: one
+// request, applied once, and an error for the caller.
+func ExampleReply_lost() {
+	b := retrytest.NewBackend(retrytest.Reply{Lost: true})
+	client := &http.Client{Transport: &retryhttp.Transport{Base: b, Policy: retrytest.NoWaits(retry.Policy{})}}
+	_, err := client.Post("http://orders.test/", "text/plain", nil)
+	fmt.Println(errors.Is(err, syscall.ECONNRESET))
+	fmt.Printf("%+v\n", b.Total())
+	// Output:
+	// true
+	// {Requests:1 Applied:1}
+}
+
+// A Recorder reads a call's events in one line.
+func ExampleRecorder() {
+	var rec retrytest.Recorder
+	p := retry.Policy{Initial: time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 3, Observer: &rec}
+	retry.Do(context.Background(), p, func(context.Context) error { return errors.New("down") })
+	fmt.Println(rec.Attempts(), rec.Waits(), rec.Reason())
+	fmt.Println(rec.Last())
+	// Output:
+	// 3 [1ms 2ms] attempts used up
+	// attempt 1, retry 1 wait 1ms, attempt 2, retry 2 wait 2ms, attempt 3, done 3 (attempts used up)
+}
+
+// Under Seed, the jittered waits of the zero Policy are the same in every
+// run: those Schedule returns.
+func ExampleSchedule() {
+	p := retry.Policy{MaxAttempts: 4}
+	waits := retrytest.Schedule(p, 1)
+	fmt.Println(len(waits))
+	for i, d := range waits {
+		lo, hi := p.Bounds(i)
+		fmt.Println(d >= lo && d <= hi)
+	}
+	// Output:
+	// 3
+	// true
+	// true
+	// true
+}
+
+// NoWaits keeps a policy's stop rules and drops its waits, for unit tests
+// of what is retried.
+func ExampleNoWaits() {
+	var rec retrytest.Recorder
+	p := retrytest.NoWaits(retry.Policy{MaxAttempts: 5, Observer: &rec})
+	err := retry.Do(context.Background(), p, func(context.Context) error {
+		return retry.Permanent(errors.New("bad request"))
+	})
+	fmt.Println(rec.Attempts(), rec.Reason(), err != nil)
+	// Output:
+	// 1 error not retryable true
+}
