@@ -92,3 +92,39 @@ func ExampleNoWaits() {
 	// Output:
 	// 1 error not retryable true
 }
+
+// Chaos in front of a backend fails 30 % of requests with 503s, resets and
+// lost replies; a retrying client gets every GET through, and the counts
+// say what the backend did (a lost reply's GET was applied, then sent
+// again).
+func ExampleChaos() {
+	chaos, err := retrytest.NewChaos(retrytest.ChaosConfig{Rate: 0.3, Seed: 1, Faults: []retrytest.Reply{
+		{Status: http.StatusServiceUnavailable},
+		{Err: syscall.ECONNRESET},
+		{Lost: true},
+	}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	b := retrytest.NewBackend()
+	client := &http.Client{Transport: &retryhttp.Transport{
+		Base:   chaos.Transport(b),
+		Policy: retrytest.NoWaits(retry.Policy{}),
+	}}
+	ok := 0
+	for i := range 20 {
+		resp, err := client.Get(fmt.Sprintf("http://svc.test/%d", i))
+		if err == nil && resp.StatusCode == http.StatusOK {
+			ok++
+			resp.Body.Close()
+		}
+	}
+	fmt.Println(ok, "of 20 calls succeeded")
+	fmt.Printf("%+v\n", chaos.Count())
+	fmt.Printf("%+v\n", b.Total())
+	// Output:
+	// 20 of 20 calls succeeded
+	// {Requests:27 Faults:7 Forwarded:24 Lost:4}
+	// {Requests:24 Applied:24}
+}
