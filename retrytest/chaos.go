@@ -88,7 +88,12 @@ func NewChaos(cfg ChaosConfig) (*Chaos, error) {
 		}
 	}
 	return &Chaos{rate: cfg.Rate, faults: append([]Reply(nil), faults...),
-		rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x6a09e667f3bcc909))}, nil
+		rng: newRand(cfg.Seed)}, nil
+}
+
+// newRand returns the generator of a seed, for Chaos and AtRate.
+func newRand(seed uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, seed^0x6a09e667f3bcc909))
 }
 
 // Count returns what c did so far.

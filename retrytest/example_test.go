@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -127,4 +131,51 @@ func ExampleChaos() {
 	// 20 of 20 calls succeeded
 	// {Requests:27 Faults:7 Forwarded:24 Lost:4}
 	// {Requests:24 Applied:24}
+}
+
+// A Proxy in front of a real server loses the reply of the first request:
+// the server applied it, the client saw its connection reset. Without a
+// Protocol each chunk the client writes is a message, which fits HTTP/1.1.
+func ExampleProxy() {
+	b := retrytest.NewBackend()
+	srv := httptest.NewServer(b)
+	defer srv.Close()
+	var once sync.Once
+	p, err := retrytest.NewProxy(retrytest.ProxyConfig{
+		Target: srv.Listener.Addr().String(),
+		Rule: func(retrytest.Message) retrytest.Action {
+			a := retrytest.Forward
+			once.Do(func() { a = retrytest.ResetReply })
+			return a
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer p.Close()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	_, err = client.Post("http://"+p.Addr()+"/orders", "text/plain", strings.NewReader("42"))
+	fmt.Println(errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF))
+	fmt.Println(p.Count().Lost(), "lost reply;", b.Total().Applied, "applied")
+	// Output:
+	// true
+	// 1 lost reply; 1 applied
+}
+
+// AtRate makes a Rule that resets a share of the replies, here every
+// reply of the INCR commands of a RESP connection (Redis, Valkey).
+func ExampleAtRate() {
+	rule, err := retrytest.AtRate(1, retrytest.ResetReply, 1, func(m retrytest.Message) bool {
+		return m.Name == "incr"
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(rule(retrytest.Message{Name: "incr"}) == retrytest.ResetReply)
+	fmt.Println(rule(retrytest.Message{Name: "get"}) == retrytest.Forward)
+	// Output:
+	// true
+	// true
 }
