@@ -32,7 +32,8 @@ func Seed(ctx context.Context, seed uint64) context.Context {
 // under [Seed](ctx, seed): one per retry that MaxAttempts allows (the
 // first 100 with [retry.Unlimited]). It leaves out what the loop decides
 // at run time: MaxElapsed and the context's deadline, which end the call
-// sooner, and a server's wait, which replaces a shorter one. An invalid
+// sooner, and a server's wait, which replaces a shorter one (the
+// integrations add up to a tenth of it, at most 1 s, unseeded). An invalid
 // policy gives nil.
 func Schedule(p retry.Policy, seed uint64) []time.Duration {
 	if p.Validate() != nil {
