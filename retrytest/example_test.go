@@ -179,3 +179,15 @@ func ExampleAtRate() {
 	// true
 	// true
 }
+
+// CheckFramer tells whether a Framer splits a conversation of its
+// protocol as the Proxy needs.
+func ExampleCheckFramer() {
+	err := retrytest.CheckFramer(retrytest.RESP,
+		retrytest.Exchange{Message: []byte("*1\r\n$4\r\nPING\r\n"), Reply: []byte("+PONG\r\n")},
+		retrytest.Exchange{Message: []byte("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"), Reply: []byte("$-1\r\n")},
+	)
+	fmt.Println(err)
+	// Output:
+	// <nil>
+}
