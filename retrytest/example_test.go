@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -190,4 +191,102 @@ func ExampleCheckFramer() {
 	fmt.Println(err)
 	// Output:
 	// <nil>
+}
+
+// The same script behind a real connection, for tests of what the wire
+// sees: here a 503, then the answer.
+func ExampleBackend_handler() {
+	b := retrytest.NewBackend(retrytest.Reply{Status: http.StatusServiceUnavailable}, retrytest.Reply{Body: "hello"})
+	srv := httptest.NewServer(b)
+	defer srv.Close()
+	client := &http.Client{Transport: &retryhttp.Transport{Base: srv.Client().Transport, Policy: retrytest.NoWaits(retry.Policy{})}}
+	resp, err := client.Get(srv.URL + "/greeting")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Println(resp.Status, string(body))
+	fmt.Printf("%+v\n", b.Total())
+	// Output:
+	// 200 OK hello
+	// {Requests:2 Applied:1}
+}
+
+// Script gives one call a script of its own.
+func ExampleBackend_Script() {
+	b := retrytest.NewBackend(retrytest.Reply{Body: "fine"})
+	b.Script("GET http://svc.test/broken", retrytest.Reply{Status: http.StatusInternalServerError})
+	client := &http.Client{Transport: &retryhttp.Transport{Base: b, Policy: retrytest.NoWaits(retry.Policy{MaxAttempts: 3})}}
+	for _, path := range []string{"/ok", "/broken"} {
+		resp, err := client.Get("http://svc.test" + path)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+		fmt.Println(path, resp.StatusCode, b.Count("GET http://svc.test"+path).Requests)
+	}
+	// Output:
+	// /ok 200 1
+	// /broken 500 3
+}
+
+// WithCall names the calls a test runs at once, so that the Recorder keeps
+// their events apart.
+func ExampleWithCall() {
+	var rec retrytest.Recorder
+	p := retrytest.NoWaits(retry.Policy{MaxAttempts: 4, Observer: &rec})
+	var wg sync.WaitGroup
+	for _, name := range []string{"flaky", "down"} {
+		wg.Go(func() {
+			n := 0
+			retry.Do(retrytest.WithCall(context.Background(), name), p, func(context.Context) error {
+				if n++; name == "flaky" && n == 2 {
+					return nil
+				}
+				return errors.New("unavailable")
+			})
+		})
+	}
+	wg.Wait()
+	fmt.Println(rec.Call("flaky").Attempts(), rec.Call("flaky").Reason() == 0)
+	fmt.Println(rec.Call("down").Attempts(), rec.Call("down").Reason())
+	// Output:
+	// 2 true
+	// 4 attempts used up
+}
+
+// Seed fixes the jitter of the calls made under its context.
+func ExampleSeed() {
+	var rec retrytest.Recorder
+	p := retry.Policy{Initial: time.Millisecond, MaxAttempts: 3, Observer: &rec}
+	ctx := retrytest.Seed(context.Background(), 42)
+	retry.Do(ctx, p, func(context.Context) error { return errors.New("down") })
+	fmt.Println(slices.Equal(rec.Waits(), retrytest.Schedule(p, 42)))
+	// Output:
+	// true
+}
+
+// Middleware puts Chaos in front of a handler: here every request gets a
+// 503.
+func ExampleChaos_Middleware() {
+	chaos, err := retrytest.NewChaos(retrytest.ChaosConfig{Rate: 1, Faults: []retrytest.Reply{{Status: http.StatusServiceUnavailable}}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	b := retrytest.NewBackend()
+	srv := httptest.NewServer(chaos.Middleware(b))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, b.Total().Requests, chaos.Count().Faults)
+	// Output:
+	// 503 0 1
 }
