@@ -32,6 +32,17 @@ const (
 	// message: the server never sees it, though the client's write may
 	// have succeeded.
 	ResetRequest
+	// CloseReply is ResetReply with an orderly close (FIN) instead of a
+	// reset: the client reads an end of stream where the reply should be.
+	// Some clients tell the two apart (lib/pq takes an end of stream for a
+	// connection that was never used, and database/sql sends again).
+	CloseReply
+	// AfterReply sends the message and asks the Rule again once the
+	// server's reply is read, with Message.Reply set, so that the reply's
+	// content can decide (lose a COMMIT's reply only when the server
+	// answered COMMIT). The second answer is Forward, ResetReply,
+	// DropReply or CloseReply; any other forwards the reply.
+	AfterReply
 )
 
 // Message is one message a [Proxy] read from a client, as a [Rule] sees it.
@@ -40,6 +51,10 @@ type Message struct {
 	Seq  int    // the message's rank on its connection, from 1
 	Name string // the name the Framer gave it (a command name); "" for raw chunks
 	Data []byte // its bytes, valid only during the Rule's call
+	// Reply is the server's reply, when the Rule is asked again after an
+	// AfterReply (raw chunks: the server's first bytes after the message);
+	// nil on the first ask. Valid only during the Rule's call.
+	Reply []byte
 }
 
 // Rule decides what a [Proxy] does with each message. It is called on the
@@ -118,13 +133,14 @@ type ProxyCount struct {
 	Messages       int // messages read from clients
 	Forwarded      int // sent on with their reply (Forward)
 	ResetReplies   int // answered by the server, then the client's connection reset
+	ClosedReplies  int // answered by the server, then the client's connection closed
 	DroppedReplies int // answered by the server, reply withheld
 	ResetRequests  int // not sent: the client's connection reset
 }
 
 // Lost returns how many messages the server answered (so applied) while the
-// client never got the reply: ResetReplies + DroppedReplies.
-func (c ProxyCount) Lost() int { return c.ResetReplies + c.DroppedReplies }
+// client never got the reply: ResetReplies + ClosedReplies + DroppedReplies.
+func (c ProxyCount) Lost() int { return c.ResetReplies + c.ClosedReplies + c.DroppedReplies }
 
 // Proxy is a lost-reply TCP proxy on 127.0.0.1 in front of a real server
 // (Redis, PostgreSQL, gRPC, HTTP) for tests: it forwards each message, and
@@ -291,36 +307,62 @@ func (p *Proxy) resetAll() {
 // decide counts message m and returns the rule's action for it.
 func (p *Proxy) decide(m Message) Action {
 	p.mu.Lock()
-	rule := p.rule
 	p.tally(m.Name, func(c *ProxyCount) { c.Messages++ })
+	p.mu.Unlock()
+	a := p.ask(m)
+	if a == ResetRequest {
+		p.mu.Lock()
+		p.tally(m.Name, func(c *ProxyCount) { c.ResetRequests++ })
+		p.mu.Unlock()
+	}
+	return a
+}
+
+// ask returns the rule's action for m: on the first ask any action, on the
+// second (m.Reply set) only Forward or one that loses the reply.
+func (p *Proxy) ask(m Message) Action {
+	p.mu.Lock()
+	rule := p.rule
 	p.mu.Unlock()
 	a := Forward
 	if rule != nil {
 		a = rule(m)
 	}
-	p.mu.Lock()
-	switch a {
-	case Forward:
-		p.tally(m.Name, func(c *ProxyCount) { c.Forwarded++ })
-	case ResetRequest:
-		p.tally(m.Name, func(c *ProxyCount) { c.ResetRequests++ })
+	if m.Reply != nil && !losesReply(a) || a > AfterReply {
+		a = Forward
 	}
-	p.mu.Unlock()
+	if a == Forward {
+		p.mu.Lock()
+		p.tally(m.Name, func(c *ProxyCount) { c.Forwarded++ })
+		p.mu.Unlock()
+	}
 	return a
 }
 
-// lost counts a reply of a message named name that the server sent and
-// the client will not get. p.mu must not be held.
-func (p *Proxy) lost(name string, a Action) {
+func losesReply(a Action) bool { return a == ResetReply || a == CloseReply || a == DropReply }
+
+// lose counts a reply of a message named name that the server sent and
+// the client will not get, and ends client's connection as a says.
+// p.mu must not be held.
+func (p *Proxy) lose(client net.Conn, name string, a Action) {
 	p.mu.Lock()
 	p.tally(name, func(c *ProxyCount) {
-		if a == ResetReply {
+		switch a {
+		case ResetReply:
 			c.ResetReplies++
-		} else {
+		case CloseReply:
+			c.ClosedReplies++
+		default:
 			c.DroppedReplies++
 		}
 	})
 	p.mu.Unlock()
+	switch a {
+	case ResetReply:
+		netreset.Conn(client)
+	case CloseReply:
+		client.Close()
+	}
 }
 
 // tally applies f to the total and to name's count. p.mu must be held.
@@ -387,12 +429,12 @@ func (p *Proxy) framed(client, server net.Conn, conn int, f Framer) {
 			netreset.Conn(client)
 			return
 		}
-		switch a {
-		case ResetReply, DropReply:
-			p.lost(name, a)
-			if a == ResetReply {
-				netreset.Conn(client)
-			} else {
+		if a == AfterReply {
+			a = p.ask(Message{Conn: conn, Seq: seq, Name: name, Data: msg, Reply: nonNil(reply)})
+		}
+		if losesReply(a) {
+			p.lose(client, name, a)
+			if a == DropReply {
 				silent(client)
 			}
 			return
@@ -408,33 +450,33 @@ func (p *Proxy) framed(client, server net.Conn, conn int, f Framer) {
 // raw serves one connection chunk by chunk: each read from the client is a
 // message, and the server's next bytes after it its reply.
 func (p *Proxy) raw(client, server net.Conn, conn int) {
-	const swallow Action = 255 // a dropped reply, counted: discard the rest
 	var (
 		mu      sync.Mutex
-		pending = Forward // what to do with the server's next bytes
+		pending Action  // what to do with the server's next bytes
+		asked   Message // the message of a pending AfterReply
 	)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		buf := make([]byte, 32<<10)
+		dropped := false
 		for {
 			n, err := server.Read(buf)
-			if n > 0 {
+			if n > 0 && !dropped {
 				mu.Lock()
-				a := pending
+				a, m := pending, asked
+				pending = Forward
 				mu.Unlock()
-				switch a {
-				case ResetReply:
-					p.lost("", a)
-					netreset.Conn(client)
-					return
-				case DropReply:
-					p.lost("", a)
-					mu.Lock()
-					pending = swallow
-					mu.Unlock()
-					continue
-				case swallow:
+				if a == AfterReply {
+					m.Reply = buf[:n]
+					a = p.ask(m)
+				}
+				if losesReply(a) {
+					p.lose(client, "", a)
+					if a != DropReply {
+						return
+					}
+					dropped = true // swallow the rest
 					continue
 				}
 				if _, err := client.Write(buf[:n]); err != nil {
@@ -451,7 +493,8 @@ func (p *Proxy) raw(client, server net.Conn, conn int) {
 	for seq := 1; ; seq++ {
 		n, err := client.Read(buf)
 		if n > 0 {
-			a := p.decide(Message{Conn: conn, Seq: seq, Data: buf[:n]})
+			m := Message{Conn: conn, Seq: seq, Data: buf[:n]}
+			a := p.decide(m)
 			if a == ResetRequest {
 				netreset.Conn(client)
 				break
@@ -460,6 +503,10 @@ func (p *Proxy) raw(client, server net.Conn, conn int) {
 				mu.Lock()
 				if pending == Forward {
 					pending = a
+					if a == AfterReply {
+						m.Data = append([]byte(nil), m.Data...)
+						asked = m
+					}
 				}
 				mu.Unlock()
 			}
@@ -474,6 +521,15 @@ func (p *Proxy) raw(client, server net.Conn, conn int) {
 	}
 	server.Close()
 	<-done
+}
+
+// nonNil returns b, or an empty slice for nil, so that a Rule asked again
+// after a reply with no bytes still sees a non-nil Reply.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
 }
 
 // silent keeps c open without answering until the client closes it (or

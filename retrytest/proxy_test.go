@@ -315,3 +315,76 @@ func TestProxyBounds(t *testing.T) {
 		t.Fatal("SetRefuse after Close: want an error")
 	}
 }
+
+// TestProxyAfterReply: a Rule asked again after the reply loses only the
+// replies whose content it chooses; CloseReply ends the connection with an
+// end of stream, not a reset.
+func TestProxyAfterReply(t *testing.T) {
+	srv := startKV(t)
+	var asked []string
+	var mu sync.Mutex
+	p := newProxy(t, retrytest.ProxyConfig{Target: srv.ln.Addr().String(), Protocol: retrytest.RESP,
+		Rule: func(m retrytest.Message) retrytest.Action {
+			mu.Lock()
+			asked = append(asked, fmt.Sprintf("%s %q", m.Name, m.Reply))
+			mu.Unlock()
+			switch {
+			case m.Name != "incr":
+				return retrytest.Forward
+			case m.Reply == nil:
+				return retrytest.AfterReply
+			case string(m.Reply) == ":2\r\n":
+				return retrytest.CloseReply
+			}
+			return retrytest.ResetRequest // not a reply action: the reply is forwarded
+		}})
+	c := dial(t, p.Addr())
+	if v, err := command(c, "INCR", "k"); v != ":1\r\n" || err != nil {
+		t.Fatalf("first INCR: %q, %v", v, err)
+	}
+	if v, err := command(c, "INCR", "k"); !errors.Is(err, io.EOF) {
+		t.Fatalf("second INCR: %q, %v; want an end of stream", v, err)
+	}
+	want := []string{`incr ""`, `incr ":1\r\n"`, `incr ""`, `incr ":2\r\n"`}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(asked, "|") != strings.Join(want, "|") {
+		t.Fatalf("rule asked %q; want %q", asked, want)
+	}
+	if got := p.Count(); got != (retrytest.ProxyCount{Messages: 2, Forwarded: 1, ClosedReplies: 1}) || got.Lost() != 1 {
+		t.Fatalf("count %+v", got)
+	}
+	if srv.count("incr") != 2 {
+		t.Fatalf("server ran INCR %d times; want 2", srv.count("incr"))
+	}
+}
+
+// TestProxyRawAfterReply: without a Framer, the server's first bytes after
+// a chunk are its reply: lose the 201, pass the 503.
+func TestProxyRawAfterReply(t *testing.T) {
+	b := retrytest.NewBackend(retrytest.Reply{Status: http.StatusServiceUnavailable}, retrytest.Reply{Status: http.StatusCreated})
+	srv := httptest.NewServer(b)
+	t.Cleanup(srv.Close)
+	p := newProxy(t, retrytest.ProxyConfig{Target: srv.Listener.Addr().String(), Rule: func(m retrytest.Message) retrytest.Action {
+		switch {
+		case m.Reply == nil:
+			return retrytest.AfterReply
+		case strings.HasPrefix(string(m.Reply), "HTTP/1.1 201"):
+			return retrytest.ResetReply
+		}
+		return retrytest.Forward
+	}})
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	t.Cleanup(client.CloseIdleConnections)
+	resp, err := client.Post("http://"+p.Addr()+"/pay", "text/plain", strings.NewReader("x"))
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("first POST: %v, %v; want the 503", resp, err)
+	}
+	resp.Body.Close()
+	if _, err := client.Post("http://"+p.Addr()+"/pay", "text/plain", strings.NewReader("x")); err == nil {
+		t.Fatal("second POST: want its 201 lost")
+	}
+	if got := p.Count(); got.ResetReplies != 1 || got.Forwarded != 1 || b.Total() != (retrytest.Count{Requests: 2, Applied: 1}) {
+		t.Fatalf("proxy %+v, backend %+v", got, b.Total())
+	}
+}
