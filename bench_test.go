@@ -61,7 +61,7 @@ func BenchmarkDoRetry3(b *testing.B) {
 
 func BenchmarkDoRetry3Wait(b *testing.B) {
 	ctx := context.Background()
-	p := retry.Policy{Initial: time.Nanosecond, MaxDelay: time.Nanosecond, Jitter: retry.NoJitter}
+	p := retry.Policy{Initial: time.Nanosecond, MaxDelay: time.Nanosecond, Jitter: retry.NoJitter()}
 	b.ReportAllocs()
 	for b.Loop() {
 		n := 0
@@ -103,8 +103,8 @@ func BenchmarkDoSuccessParallel(b *testing.B) {
 // BenchmarkDelayJitter measures one wait's computation for each jitter,
 // over retry numbers 0..15 (below and at the cap).
 func BenchmarkDelayJitter(b *testing.B) {
-	for _, j := range []retry.Jitter{retry.NoJitter, {}, retry.FullJitter, retry.EqualJitter,
-		retry.DecorrelatedJitter, retry.ProportionalJitter(0.2)} {
+	for _, j := range []retry.Jitter{retry.NoJitter(), {}, retry.FullJitter(), retry.EqualJitter(),
+		retry.DecorrelatedJitter(), retry.ProportionalJitter(0.2)} {
 		b.Run(j.String(), func(b *testing.B) {
 			p := retry.Policy{Jitter: j, Multiplier: 1.5}
 			b.ReportAllocs()
@@ -121,7 +121,7 @@ func BenchmarkDelayJitter(b *testing.B) {
 // BenchmarkDelayParallel shows that the process-wide random source takes no
 // global lock: the time per wait should not grow with GOMAXPROCS.
 func BenchmarkDelayParallel(b *testing.B) {
-	p := retry.Policy{Jitter: retry.FullJitter}
+	p := retry.Policy{Jitter: retry.FullJitter()}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		var d time.Duration

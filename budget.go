@@ -55,7 +55,7 @@ type BudgetConfig struct {
 // Budget is a retry budget: it lets retries through while they stay under
 // a ratio of the first attempts made recently, plus a small floor, and
 // refuses them otherwise. [Do] stops with [ReasonBudget] (and an error
-// matching [ErrBudgetExhausted] that wraps the last error) when the budget
+// matching [ErrBudgetRefused] that wraps the last error) when the budget
 // refuses a retry. First attempts are never refused.
 //
 // One Budget is meant to be shared, through Policy.Budget, by every
@@ -72,7 +72,7 @@ type BudgetConfig struct {
 // Ratio × (first attempts) + MinPerSecond × (T + 2 × Window).
 //
 // Processes can share one Budget (one Ratio, one floor for all of them)
-// through a store: retryredis.ShareBudget and retryvalkey.ShareBudget keep
+// through a store: the retryshare package keeps
 // it in step from a background goroutine through [Budget.SetFleet]; the
 // decision stays local, each process grants from a lease of the fleet's
 // headroom handed out by the store, and the bound above then holds for the
@@ -80,7 +80,7 @@ type BudgetConfig struct {
 // life (300 ms by default) before the span.
 //
 // Get one with [NewBudget] or a preset ([GRPCBudget], [FinagleBudget],
-// [AWSRetryQuota]). The zero Budget is ready to use and has the defaults:
+// [AWSBudget]). The zero Budget is ready to use and has the defaults:
 // 10% of first attempts plus 1 retry per second, over 10 s. A Budget must
 // not be copied after first use.
 type Budget struct {
@@ -154,7 +154,7 @@ func FinagleBudget() *Budget {
 	return mustBudget(BudgetConfig{Ratio: 0.2, MinPerSecond: 10, Window: 10 * time.Second})
 }
 
-// AWSRetryQuota returns a new Budget modelled on the AWS SDKs' retry quota
+// AWSBudget returns a new Budget modelled on the AWS SDKs' retry quota
 // in standard mode: a bucket of 500 tokens, 14 tokens per transient-error
 // retry (5 per throttling retry, which one Budget does not distinguish;
 // 5 per retry before November 2026) and 1 token back per success at the
@@ -163,8 +163,8 @@ func FinagleBudget() *Budget {
 // MinPerSecond: 500/14 / 60, Window: 60 s}. Difference: the SDKs' quota
 // has no time window and refills only through successes, while here unused
 // capacity comes back as retries age out of the 60 s window. Pair it with
-// [AWSStandard].
-func AWSRetryQuota() *Budget {
+// [AWSStandardPolicy].
+func AWSBudget() *Budget {
 	return mustBudget(BudgetConfig{Ratio: 1.0 / 14, MinPerSecond: 500.0 / 14 / 60, Window: 60 * time.Second})
 }
 

@@ -21,7 +21,7 @@ func ExampleNewBudget() {
 	for range 3 {
 		calls := 0
 		err := retry.Do(context.Background(), p, func(context.Context) error { calls++; return down })
-		fmt.Println(calls, errors.Is(err, retry.ErrBudgetExhausted))
+		fmt.Println(calls, errors.Is(err, retry.ErrBudgetRefused))
 	}
 	// Output:
 	// 1 true

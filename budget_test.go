@@ -122,7 +122,7 @@ func TestNewBudgetErrors(t *testing.T) {
 			t.Errorf("NewBudget(%+v): no error", c)
 		}
 	}
-	for name, b := range map[string]*Budget{"grpc": GRPCBudget(), "finagle": FinagleBudget(), "aws": AWSRetryQuota()} {
+	for name, b := range map[string]*Budget{"grpc": GRPCBudget(), "finagle": FinagleBudget(), "aws": AWSBudget()} {
 		if !b.set || b.w.slot <= 0 {
 			t.Errorf("%s preset not configured", name)
 		}
@@ -162,7 +162,7 @@ func TestBudgetSoak(t *testing.T) {
 					}
 					return nil
 				})
-				if errors.Is(err, ErrBudgetExhausted) {
+				if errors.Is(err, ErrBudgetRefused) {
 					budgetStops.Add(1)
 				}
 			}
@@ -193,7 +193,7 @@ func TestDoStopsOnBudget(t *testing.T) {
 		return fail
 	})
 	var e *Error
-	if !errors.As(err, &e) || e.Reason != ReasonBudget || !errors.Is(err, ErrBudgetExhausted) || !errors.Is(err, fail) {
+	if !errors.As(err, &e) || e.Reason != ReasonBudget || !errors.Is(err, ErrBudgetRefused) || !errors.Is(err, fail) {
 		t.Fatalf("err = %v, want ReasonBudget wrapping the last error", err)
 	}
 	if calls != 1 || e.Attempts != 1 {

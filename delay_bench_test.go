@@ -10,7 +10,7 @@ import (
 // BenchmarkDelayNoJitter: one wait without jitter, the seed schedule
 // (1 s doubling to 32 s), retries 0..9 in turn.
 func BenchmarkDelayNoJitter(b *testing.B) {
-	p := retry.Policy{Jitter: retry.NoJitter}
+	p := retry.Policy{Jitter: retry.NoJitter()}
 	b.ReportAllocs()
 	var d time.Duration
 	n := 0

@@ -31,19 +31,19 @@ func referenceDelay(p retry.Policy, n int, prev time.Duration, r *rand.Rand) tim
 		maxDelay = retry.DefaultMaxDelay
 	}
 	q := p
-	q.Jitter = retry.NoJitter
+	q.Jitter = retry.NoJitter()
 	d := q.Delay(n, 0, nil)
 	var a, w time.Duration
 	switch j := p.Jitter; {
 	case j == retry.Jitter{}:
 		a, w = d, min(retry.DefaultJitterMax, initial)
-	case j == retry.NoJitter:
+	case j == retry.NoJitter():
 		return d
-	case j == retry.FullJitter:
+	case j == retry.FullJitter():
 		w = d
-	case j == retry.EqualJitter:
+	case j == retry.EqualJitter():
 		a, w = d-d/2, d/2
-	case j == retry.DecorrelatedJitter:
+	case j == retry.DecorrelatedJitter():
 		prev = max(prev, initial)
 		hi := time.Duration(math.MaxInt64)
 		if prev <= math.MaxInt64/3 {

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"iter"
 	"math"
-	"math/rand/v2"
 	"time"
-
-	"github.com/retrykit/retry/internal/jitterseed"
 )
 
 // Do calls op until it succeeds or a stop rule of p ends the loop, waiting
@@ -48,11 +45,12 @@ func DoValue[T any](ctx context.Context, p Policy, op func(context.Context) (T, 
 		if err == nil {
 			return v, nil
 		}
-		err = p.retryLoop(ctx, func(ctx context.Context) error {
+		var l loopState // plain: no clock to read
+		err = l.drive(&p, ctx, func(ctx context.Context) error {
 			var err error
 			v, err = op(ctx)
 			return err
-		}, err, false, time.Time{}, nil)
+		}, err)
 		return v, err
 	}
 	var v T
@@ -64,38 +62,32 @@ func DoValue[T any](ctx context.Context, p Policy, op func(context.Context) (T, 
 	return v, err
 }
 
-// run is the loop behind Do and DoValue. The first attempt is kept short so
-// that the success path reads no clock and allocates nothing.
+// run is the loop behind Do and DoValue, on the [Loop] seam. The first
+// attempt is kept short so that the success path reads no clock and
+// allocates nothing.
 func run(ctx context.Context, p *Policy, op func(context.Context) error) error {
 	if !p.fastValid() {
 		if err := p.validateSlow(); err != nil {
 			return err
 		}
 	}
-	var start time.Time
-	if p.MaxElapsed > 0 {
-		start = time.Now()
-	}
+	var l loopState
+	l.init(p)
 	if err := ctx.Err(); err != nil {
-		return p.giveUp(ctx, &Error{Reason: ReasonContext, Cause: err}, start, 0)
+		return p.giveUp(ctx, &Error{Reason: ReasonContext, Cause: err}, l.start, 0)
 	}
-	var (
-		err      error
-		timedOut bool
-	)
+	var err error
 	if p.Throttle == nil && p.Budget == nil && p.AttemptTimeout <= 0 && p.Observer == nil {
-		// The plain first attempt, without a call to attempt; on success
-		// there is no Observer to tell.
+		// The plain first attempt, without Begin: nothing to ask or tell,
+		// and on success no Observer to tell. Failed counts it.
 		if err = op(ctx); err == nil {
 			return nil
 		}
-	} else if err, timedOut = p.attempt(ctx, op, 1, start, 0); err == nil {
-		if p.Observer != nil {
-			p.Observer.Observe(ctx, Event{Kind: EventDone, Attempt: 1, MaxAttempts: p.maxAttempts()})
-		}
+	} else if err = l.attempt(p, ctx, op); err == nil {
+		l.succeeded(p, ctx)
 		return nil
 	}
-	return p.retryLoop(ctx, op, err, timedOut, start, nil)
+	return l.drive(p, ctx, op, err)
 }
 
 // plain reports whether an attempt is a bare call of op (no Throttle,
@@ -105,168 +97,53 @@ func (p *Policy) plain() bool {
 	return p.Throttle == nil && p.Budget == nil && p.AttemptTimeout <= 0 && p.MaxElapsed <= 0 && p.Observer == nil
 }
 
-// attempt makes attempt number n, through the Throttle and Budget if set,
-// and reports it to the Observer; waited is the sum of the waits before it.
-// timedOut reports that the attempt's own AttemptTimeout expired while ctx
-// was still alive.
-func (p *Policy) attempt(ctx context.Context, op func(context.Context) error, n int, start time.Time, waited time.Duration) (err error, timedOut bool) {
-	if p.Throttle != nil && !p.Throttle.allow() {
-		if p.Observer != nil {
-			p.Observer.Observe(ctx, Event{Kind: EventThrottled, Attempt: n, MaxAttempts: p.maxAttempts(), Err: ErrThrottled, Waited: waited})
-		}
-		return ErrThrottled, false
+// attempt begins the next attempt and, unless the Throttle rejected it,
+// calls op with its context: the attempt's own context, with an
+// AttemptTimeout, is cancelled on every path out, a panic included.
+func (l *loopState) attempt(p *Policy, ctx context.Context, op func(context.Context) error) error {
+	actx, err := l.begin(p, ctx)
+	if err != nil {
+		return err
 	}
-	if p.Budget != nil {
-		p.Budget.record(n > 1)
+	if cancel := l.cancel; cancel != nil {
+		defer cancel() // Failed still tells its deadline from a cancellation
 	}
-	if p.AttemptTimeout > 0 {
-		err, timedOut = p.timedAttempt(ctx, op, n, start, waited)
-	} else {
-		if p.Observer != nil {
-			p.Observer.Observe(ctx, Event{Kind: EventAttempt, Attempt: n, MaxAttempts: p.maxAttempts(), Waited: waited})
-		}
-		err = op(ctx)
-	}
-	if p.Throttle != nil {
-		p.Throttle.recordTimed(err, timedOut)
-	}
-	return err, timedOut
+	return op(actx)
 }
 
-// timedAttempt calls op under a child of ctx bounded by AttemptTimeout, and
-// by what is left of MaxElapsed (from start) when that is less, cancelled
-// on every path out, a panic included.
-func (p *Policy) timedAttempt(ctx context.Context, op func(context.Context) error, n int, start time.Time, waited time.Duration) (err error, timedOut bool) {
-	d := p.AttemptTimeout
-	if p.MaxElapsed > 0 {
-		d = min(d, max(p.MaxElapsed-time.Since(start), 1))
+// drive runs the loop from the failure of an attempt with err on.
+func (l *loopState) drive(p *Policy, ctx context.Context, op func(context.Context) error, err error) error {
+	for {
+		if _, stop := l.failed(p, ctx, err); stop != nil {
+			return stop
+		}
+		if stop := l.pause(p, ctx); stop != nil {
+			return stop
+		}
+		if err = l.attempt(p, ctx, op); err == nil {
+			l.succeeded(p, ctx)
+			return nil
+		}
 	}
-	actx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	if p.Observer != nil {
-		p.Observer.Observe(actx, Event{Kind: EventAttempt, Attempt: n, MaxAttempts: p.maxAttempts(), Waited: waited})
-	}
-	err = op(actx)
-	return err, err != nil && actx.Err() == context.DeadlineExceeded && ctx.Err() == nil
 }
 
-// retryLoop runs from the first failure on. With a burster (a hedged
-// call), each attempt is a burst of copies instead of a call of op.
-func (p *Policy) retryLoop(ctx context.Context, op func(context.Context) error, err error, timedOut bool, start time.Time, b burster) error {
-	if start.IsZero() {
-		start = time.Now()
-	}
-	maxAttempts := p.maxAttempts()
-	var (
-		timer  *time.Timer
-		prev   time.Duration
-		waited time.Duration // sum of the waits so far
-		made   error         // the error of the last attempt made (not rejected by the Throttle)
-	)
-	observed := p.Observer != nil || p.Logger != nil
-	// A test may fix the jitter through the context (retrytest.Seed);
-	// looked up only where a draw can happen, once per failed call.
-	var src *rand.Rand
-	if p.Initial != Immediate && p.Jitter.kind != jitterNone {
-		src = jitterseed.Rand(ctx)
-	}
-	defer func() {
-		if timer != nil {
-			timer.Stop()
+// driveBursts is drive for a hedged call, whose attempts are bursts of
+// copies that account for themselves: from the failure of a burst with err
+// (timedOut: cut short by its AttemptTimeout) on.
+func (l *loopState) driveBursts(p *Policy, ctx context.Context, b burster, err error, timedOut bool) error {
+	l.n = b.attempts() // the first burst's
+	for {
+		if _, stop := l.judge(p, ctx, err, timedOut); stop != nil {
+			return stop
 		}
-	}()
-	n := 1 // attempts made
-	if b != nil {
-		n = b.attempts() // the first burst's
-	}
-	for ; ; n++ {
-		if err != ErrThrottled {
-			made = err
+		if stop := l.pause(p, ctx); stop != nil {
+			return stop
 		}
-		fail := func(r Reason, cause error) error {
-			last := err
-			if err == ErrThrottled && made != nil {
-				// The Throttle rejected the attempts after one that was
-				// made: keep that one's error, which says what the
-				// backend answered, beside ErrThrottled.
-				last = &throttledError{made: made}
-			}
-			return p.giveUp(ctx, &Error{Attempts: n, Err: last, Reason: r, Cause: cause}, start, waited)
-		}
-		if r, cause := p.stopReason(ctx, err, timedOut); r != 0 {
-			return fail(r, cause)
-		}
-		if maxAttempts != Unlimited && n >= maxAttempts {
-			return fail(ReasonAttempts, nil)
-		}
-		d := p.delay(n-1, prev, src)
-		prev = d
-		if ra, ok := RetryAfter(err); ok && ra > d {
-			d = ra
-		}
-		// The clock is read only when something needs it: a time budget, a
-		// deadline, or a hook that reports the elapsed time.
-		dl, hasDeadline := ctx.Deadline()
-		var elapsed time.Duration
-		if p.MaxElapsed > 0 || hasDeadline || observed {
-			now := time.Now()
-			elapsed = now.Sub(start)
-			// As for the deadline below, a wait that ends when the budget
-			// does would leave the attempt no time: give up.
-			if p.MaxElapsed > 0 && d >= p.MaxElapsed-elapsed {
-				return fail(ReasonTimeBudget, nil)
-			}
-			// A wait that ends at the deadline would leave the attempt no
-			// time at all: give up as for one that ends past it.
-			if hasDeadline && d > 0 && d >= dl.Sub(now) {
-				return fail(ReasonDeadline, context.DeadlineExceeded)
-			}
-		}
-		if p.Budget != nil && !p.Budget.allowRetry() {
-			if observed {
-				p.emit(ctx, Event{Kind: EventBudgetRefused, Attempt: n, MaxAttempts: maxAttempts, Err: err, Waited: waited, Elapsed: elapsed})
-			}
-			return fail(ReasonBudget, nil)
-		}
-		if observed {
-			p.emit(ctx, Event{Kind: EventRetry, Attempt: n, MaxAttempts: maxAttempts, Err: err, Delay: d, Waited: waited, Elapsed: elapsed})
-		}
-		if d > 0 {
-			var waitStart time.Time
-			if observed {
-				waitStart = time.Now() // for a wait that the context cuts short
-			}
-			if timer == nil {
-				timer = time.NewTimer(d)
-			} else {
-				timer.Reset(d)
-			}
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				if observed {
-					waited = addSat(waited, min(d, time.Since(waitStart)))
-				}
-				return fail(ReasonContext, ctx.Err())
-			}
-		}
-		waited = addSat(waited, d)
-		// Also after a wait: a context cancelled as the timer fired may
-		// have lost the select to it, and no attempt starts once it ended.
-		if cerr := ctx.Err(); cerr != nil {
-			return fail(ReasonContext, cerr)
-		}
-		if b != nil {
-			var k int
-			err, timedOut, k = b.burst(waited)
-			n += k - 1 // the burst's attempts, less the one the loop counts
-		} else {
-			err, timedOut = p.attempt(ctx, op, n+1, start, waited)
-		}
+		var k int
+		err, timedOut, k = b.burst(l.waited)
+		l.n += k
 		if err == nil {
-			if p.Observer != nil {
-				p.Observer.Observe(ctx, Event{Kind: EventDone, Attempt: n + 1, MaxAttempts: maxAttempts, Waited: waited})
-			}
+			l.done(p, ctx)
 			return nil
 		}
 	}
@@ -350,7 +227,7 @@ func (p *Policy) giveUp(ctx context.Context, e *Error, start time.Time, waited t
 // ends after MaxAttempts-1 waits, or as soon as the waits alone would reach
 // MaxElapsed; with [Unlimited] it ends only then, so with no MaxElapsed, or
 // with [Immediate] (zero waits never add up to it, while Do's attempts take
-// time), it never ends: break out of the loop. Waits requested by servers ([After]) are not included. An
+// time), it never ends: break out of the loop. Waits requested by servers ([ServerWait]) are not included. An
 // invalid policy yields nothing: check [Policy.Validate] first.
 func (p Policy) Delays() iter.Seq2[int, time.Duration] {
 	return func(yield func(int, time.Duration) bool) {

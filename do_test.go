@@ -45,7 +45,7 @@ func gaps(calls []time.Time) []time.Duration {
 func TestExactWaitsWithoutJitter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls []time.Time
-		p := retry.Policy{Initial: time.Second, Multiplier: 2, MaxDelay: 4 * time.Second, Jitter: retry.NoJitter, MaxAttempts: 5}
+		p := retry.Policy{Initial: time.Second, Multiplier: 2, MaxDelay: 4 * time.Second, Jitter: retry.NoJitter(), MaxAttempts: 5}
 		err := retry.Do(t.Context(), p, failing(100, errTransient, &calls))
 		var re *retry.Error
 		if !errors.As(err, &re) || re.Attempts != 5 || re.Reason != retry.ReasonAttempts {
@@ -135,7 +135,7 @@ func TestSucceedsAfterFailures(t *testing.T) {
 func TestUnlimitedWithTimeBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls []time.Time
-		p := retry.Policy{MaxAttempts: retry.Unlimited, Initial: time.Second, MaxDelay: time.Second, Jitter: retry.NoJitter, MaxElapsed: 100 * time.Second}
+		p := retry.Policy{MaxAttempts: retry.Unlimited, Initial: time.Second, MaxDelay: time.Second, Jitter: retry.NoJitter(), MaxElapsed: 100 * time.Second}
 		start := time.Now()
 		err := retry.Do(t.Context(), p, failing(1000, errTransient, &calls))
 		var re *retry.Error
@@ -154,7 +154,7 @@ func TestUnlimitedWithTimeBudget(t *testing.T) {
 func TestTimeBudgetGivesUpWithoutSleeping(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls []time.Time
-		p := retry.Policy{Jitter: retry.NoJitter, MaxElapsed: 5 * time.Second}
+		p := retry.Policy{Jitter: retry.NoJitter(), MaxElapsed: 5 * time.Second}
 		start := time.Now()
 		err := retry.Do(t.Context(), p, failing(1000, errTransient, &calls))
 		// Waits 1, 2 fit (3 s); the next, 4 s, would end at 7 s > 5 s: give up at 3 s.
@@ -174,7 +174,7 @@ func TestContextDeadlineGivesUpAtOnce(t *testing.T) {
 		defer cancel()
 		var calls []time.Time
 		start := time.Now()
-		err := retry.Do(ctx, retry.Policy{Jitter: retry.NoJitter}, failing(1000, errTransient, &calls))
+		err := retry.Do(ctx, retry.Policy{Jitter: retry.NoJitter()}, failing(1000, errTransient, &calls))
 		// 1+2+4 = 7 s; the next 8 s wait would pass the deadline.
 		if el := time.Since(start); el != 7*time.Second {
 			t.Errorf("gave up after %v, want 7s", el)
@@ -193,7 +193,7 @@ func TestCancelDuringWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		var calls []time.Time
-		p := retry.Policy{Initial: 32 * time.Second, Jitter: retry.NoJitter}
+		p := retry.Policy{Initial: 32 * time.Second, Jitter: retry.NoJitter()}
 		done := make(chan error)
 		start := time.Now()
 		go func() { done <- retry.Do(ctx, p, failing(1000, errTransient, &calls)) }()
@@ -225,7 +225,7 @@ func TestCancelledBeforeStart(t *testing.T) {
 func TestAttemptTimeoutIsRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := 0
-		p := retry.Policy{AttemptTimeout: time.Second, Initial: time.Second, Jitter: retry.NoJitter}
+		p := retry.Policy{AttemptTimeout: time.Second, Initial: time.Second, Jitter: retry.NoJitter()}
 		err := retry.Do(t.Context(), p, func(ctx context.Context) error {
 			n++
 			if n < 3 {
@@ -296,14 +296,14 @@ func TestRetryable(t *testing.T) {
 func TestAfterServerWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls []time.Time
-		p := retry.Policy{Jitter: retry.NoJitter}
+		p := retry.Policy{Jitter: retry.NoJitter()}
 		err := retry.Do(t.Context(), p, func(context.Context) error {
 			calls = append(calls, time.Now())
 			switch len(calls) {
 			case 1:
-				return retry.After(errTransient, 10*time.Second) // longer than 1 s: used
+				return retry.ServerWait(errTransient, 10*time.Second) // longer than 1 s: used
 			case 2:
-				return retry.After(errTransient, time.Millisecond) // shorter than 2 s: ignored
+				return retry.ServerWait(errTransient, time.Millisecond) // shorter than 2 s: ignored
 			}
 			return nil
 		})
@@ -313,11 +313,11 @@ func TestAfterServerWait(t *testing.T) {
 		if got, want := gaps(calls), []time.Duration{10 * time.Second, 2 * time.Second}; !equalDurations(got, want) {
 			t.Fatalf("waits = %v, want %v", got, want)
 		}
-		if d, ok := retry.RetryAfter(retry.After(errTransient, time.Minute)); !ok || d != time.Minute {
-			t.Errorf("RetryAfter = %v, %v", d, ok)
+		if d, ok := retry.ServerWaitOf(retry.ServerWait(errTransient, time.Minute)); !ok || d != time.Minute {
+			t.Errorf("ServerWaitOf = %v, %v", d, ok)
 		}
-		if retry.After(nil, time.Second) != nil {
-			t.Error("After(nil) != nil")
+		if retry.ServerWait(nil, time.Second) != nil {
+			t.Error("ServerWait(nil) != nil")
 		}
 	})
 }
@@ -330,7 +330,7 @@ func TestAfterThatDoesNotFitGivesUpAtOnce(t *testing.T) {
 		n := 0
 		err := retry.Do(ctx, retry.Policy{}, func(context.Context) error {
 			n++
-			return retry.After(errTransient, time.Hour)
+			return retry.ServerWait(errTransient, time.Hour)
 		})
 		if time.Since(start) != 0 || n != 1 {
 			t.Fatalf("slept %v, %d calls: want immediate give-up", time.Since(start), n)
@@ -341,7 +341,7 @@ func TestAfterThatDoesNotFitGivesUpAtOnce(t *testing.T) {
 		n = 0
 		err = retry.Do(t.Context(), retry.Policy{MaxElapsed: time.Minute}, func(context.Context) error {
 			n++
-			return retry.After(errTransient, time.Hour)
+			return retry.ServerWait(errTransient, time.Hour)
 		})
 		var re *retry.Error
 		if n != 1 || !errors.As(err, &re) || re.Reason != retry.ReasonTimeBudget {
@@ -389,7 +389,7 @@ func TestRetryEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var events []retry.Event
 		var calls []time.Time
-		p := retry.Policy{Jitter: retry.NoJitter, MaxAttempts: 4, Observer: onRetry(func(e retry.Event) { events = append(events, e) })}
+		p := retry.Policy{Jitter: retry.NoJitter(), MaxAttempts: 4, Observer: onRetry(func(e retry.Event) { events = append(events, e) })}
 		retry.Do(t.Context(), p, failing(100, errTransient, &calls))
 		if len(events) != 3 {
 			t.Fatalf("%d events, want 3", len(events))
@@ -407,7 +407,7 @@ func TestLogger(t *testing.T) {
 		var buf bytes.Buffer
 		log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		var calls []time.Time
-		p := retry.Policy{Jitter: retry.NoJitter, MaxAttempts: 3, Logger: log}
+		p := retry.Policy{Jitter: retry.NoJitter(), MaxAttempts: 3, Logger: log}
 		retry.Do(t.Context(), p, failing(100, errTransient, &calls))
 		out := buf.String()
 		if got := strings.Count(out, "level=DEBUG"); got != 2 {
@@ -481,7 +481,7 @@ func TestRetryPathAllocatesOnlyTheTimer(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("retry path with zero waits: %v allocs, want 0", n)
 	}
-	p = retry.Policy{Initial: time.Nanosecond, MaxDelay: time.Nanosecond, Jitter: retry.NoJitter}
+	p = retry.Policy{Initial: time.Nanosecond, MaxDelay: time.Nanosecond, Jitter: retry.NoJitter()}
 	if n := testing.AllocsPerRun(200, func() {
 		k := 0
 		retry.Do(ctx, p, func(context.Context) error {
@@ -528,7 +528,7 @@ func TestDeadlineExactlyAtWaitEnd(t *testing.T) {
 		defer cancel()
 		var calls []time.Time
 		start := time.Now()
-		err := retry.Do(ctx, retry.Policy{Jitter: retry.NoJitter}, failing(100, errTransient, &calls))
+		err := retry.Do(ctx, retry.Policy{Jitter: retry.NoJitter()}, failing(100, errTransient, &calls))
 		// Wait 1 s fits (ends at 1 s); the 2 s wait would end at 3 s, the deadline.
 		if el := time.Since(start); el != time.Second || len(calls) != 2 {
 			t.Fatalf("gave up after %v and %d calls, want 1s and 2", el, len(calls))
@@ -541,7 +541,7 @@ func TestDeadlineExactlyAtWaitEnd(t *testing.T) {
 		ctx2, cancel2 := context.WithTimeout(t.Context(), 3*time.Second+1)
 		defer cancel2()
 		calls = nil
-		retry.Do(ctx2, retry.Policy{Jitter: retry.NoJitter}, failing(100, errTransient, &calls))
+		retry.Do(ctx2, retry.Policy{Jitter: retry.NoJitter()}, failing(100, errTransient, &calls))
 		if len(calls) != 3 {
 			t.Errorf("deadline 3s+1ns: %d calls, want 3", len(calls))
 		}
@@ -573,7 +573,7 @@ func TestDeadlineDuringAttempt(t *testing.T) {
 func TestAttemptTimeoutPerAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var starts []time.Time
-		p := retry.Policy{AttemptTimeout: 5 * time.Second, Initial: time.Second, Jitter: retry.NoJitter, MaxAttempts: 3}
+		p := retry.Policy{AttemptTimeout: 5 * time.Second, Initial: time.Second, Jitter: retry.NoJitter(), MaxAttempts: 3}
 		start := time.Now()
 		err := retry.Do(t.Context(), p, func(ctx context.Context) error {
 			starts = append(starts, time.Now())
@@ -627,12 +627,12 @@ func TestRetryableOverridesDefaultClassification(t *testing.T) {
 func TestRetryEventElapsedAndServerDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var events []retry.Event
-		p := retry.Policy{Jitter: retry.NoJitter, MaxAttempts: 3, Observer: onRetry(func(e retry.Event) { events = append(events, e) })}
+		p := retry.Policy{Jitter: retry.NoJitter(), MaxAttempts: 3, Observer: onRetry(func(e retry.Event) { events = append(events, e) })}
 		n := 0
 		retry.Do(t.Context(), p, func(context.Context) error {
 			n++
 			time.Sleep(time.Second) // each attempt takes 1 s
-			return retry.After(errTransient, 5*time.Second)
+			return retry.ServerWait(errTransient, 5*time.Second)
 		})
 		want := []retry.Event{
 			{Kind: retry.EventRetry, Attempt: 1, MaxAttempts: 3, Delay: 5 * time.Second, Elapsed: 0},
@@ -666,7 +666,7 @@ func TestLoggerLevels(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
 		defer cancel()
 		var calls []time.Time
-		retry.Do(ctx, retry.Policy{Jitter: retry.NoJitter, Logger: log}, failing(100, errTransient, &calls))
+		retry.Do(ctx, retry.Policy{Jitter: retry.NoJitter(), Logger: log}, failing(100, errTransient, &calls))
 		out := buf.String()
 		if strings.Contains(out, "level=DEBUG") || strings.Count(out, "level=ERROR") != 1 {
 			t.Fatalf("log:\n%s", out)
@@ -730,7 +730,7 @@ func TestMaxAttemptsOneReportsOneAttempt(t *testing.T) {
 // number of retries, and giving up adds only the *Error.
 func TestOneTimerPerDo(t *testing.T) {
 	ctx := context.Background()
-	p := retry.Policy{Initial: time.Nanosecond, MaxDelay: time.Nanosecond, Jitter: retry.NoJitter, MaxAttempts: retry.Unlimited}
+	p := retry.Policy{Initial: time.Nanosecond, MaxDelay: time.Nanosecond, Jitter: retry.NoJitter(), MaxAttempts: retry.Unlimited}
 	allocs := func(failures int) float64 {
 		return testing.AllocsPerRun(50, func() {
 			k := 0
@@ -809,8 +809,8 @@ func TestContextErrorsFromOpInEveryShape(t *testing.T) {
 func TestDoValueLastValueOnEveryPath(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		for _, p := range []retry.Policy{
-			{Jitter: retry.NoJitter, MaxAttempts: 3},
-			{Jitter: retry.NoJitter, MaxAttempts: 3, MaxElapsed: time.Hour, AttemptTimeout: time.Minute},
+			{Jitter: retry.NoJitter(), MaxAttempts: 3},
+			{Jitter: retry.NoJitter(), MaxAttempts: 3, MaxElapsed: time.Hour, AttemptTimeout: time.Minute},
 		} {
 			v, err := retry.DoValue(t.Context(), p, func(context.Context) (int, error) { return 7, retry.Permanent(errTransient) })
 			if v != 7 || !errors.Is(err, errTransient) {

@@ -85,7 +85,7 @@
 // # Server hints
 //
 // An operation that learns how long the server wants it to wait (an HTTP
-// Retry-After, a gRPC pushback) returns [After](err, d). The loop then waits
+// Retry-After, a gRPC pushback) returns [ServerWait](err, d). The loop then waits
 // max(d, computed wait). Server waits are not capped by MaxDelay, because
 // retrying sooner than asked only earns another refusal; instead, a wait
 // that would not end within MaxElapsed or before the context's deadline

@@ -49,9 +49,9 @@ func (r Reason) String() string {
 	return "Reason(" + strconv.Itoa(int(r)) + ")"
 }
 
-// ErrBudgetExhausted is matched (with errors.Is) by the [*Error] of a loop
+// ErrBudgetRefused is matched (with errors.Is) by the [*Error] of a loop
 // that stopped because its [Budget] refused a retry.
-var ErrBudgetExhausted = errors.New("retry: retry budget exhausted")
+var ErrBudgetRefused = errors.New("retry: retry refused by the budget")
 
 // ErrMaybeApplied is matched (with errors.Is) by the error of a call whose
 // last attempt may have taken effect at the server although no reply came
@@ -147,7 +147,7 @@ func (e *Error) Unwrap() error {
 }
 
 // Is reports whether target is the context error that ended the loop or, for
-// ReasonBudget, ErrBudgetExhausted. The last error is matched through Unwrap.
+// ReasonBudget, ErrBudgetRefused. The last error is matched through Unwrap.
 func (e *Error) Is(target error) bool {
 	if e == nil {
 		return false
@@ -157,7 +157,7 @@ func (e *Error) Is(target error) bool {
 	if e.Cause != nil && errors.Is(e.Cause, target) {
 		return true
 	}
-	return e.Reason == ReasonBudget && target == ErrBudgetExhausted
+	return e.Reason == ReasonBudget && target == ErrBudgetRefused
 }
 
 // Exhausted reports true: an *Error means a retry loop already gave up, so an
@@ -207,22 +207,23 @@ type afterError struct {
 func (e *afterError) Error() string { return e.err.Error() }
 func (e *afterError) Unwrap() error { return e.err }
 
-// After marks err as retryable after at least d: the server said how long
-// to wait (an HTTP Retry-After, a gRPC pushback). The loop waits
-// max(d, computed wait), uncapped by MaxDelay, and gives up at once when that
-// wait would not end within MaxElapsed or before the context's deadline.
-// Cap what you accept from a server before you call After. After(nil, d)
-// is nil; a negative d counts as zero.
-func After(err error, d time.Duration) error {
+// ServerWait marks err as retryable after at least d, the server's wait: how
+// long the server said to wait (an HTTP Retry-After, a gRPC pushback). The
+// loop waits max(d, computed wait), uncapped by MaxDelay, and gives up at
+// once when that wait would not end within MaxElapsed or before the
+// context's deadline. Cap what you accept from a server before you call
+// ServerWait (the integrations' WithMaxServerWait). ServerWait(nil, d) is
+// nil; a negative d counts as zero.
+func ServerWait(err error, d time.Duration) error {
 	if err == nil {
 		return nil
 	}
 	return &afterError{err, max(d, 0)}
 }
 
-// RetryAfter returns the wait that err asks for through [After], and whether
-// it asks for one.
-func RetryAfter(err error) (d time.Duration, ok bool) {
+// ServerWaitOf returns the server's wait that err carries through
+// [ServerWait], and whether it carries one.
+func ServerWaitOf(err error) (d time.Duration, ok bool) {
 	walk(err, func(e error) bool {
 		var a *afterError
 		a, ok = e.(*afterError)

@@ -17,7 +17,7 @@ func TestErrorText(t *testing.T) {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
 	e = &retry.Error{Attempts: 1, Reason: retry.ReasonBudget, Err: errTransient}
-	if !errors.Is(e, retry.ErrBudgetExhausted) || !strings.Contains(e.Error(), "1 attempt in") {
+	if !errors.Is(e, retry.ErrBudgetRefused) || !strings.Contains(e.Error(), "1 attempt in") {
 		t.Errorf("budget error: %v", e)
 	}
 }
@@ -30,8 +30,8 @@ func TestErrorWrapsAndMatches(t *testing.T) {
 	if !errors.As(e, &ce) || !errors.Is(e, context.Canceled) || errors.Is(e, context.DeadlineExceeded) {
 		t.Errorf("errors.As/Is do not see through %v", e)
 	}
-	if errors.Is(e, retry.ErrBudgetExhausted) {
-		t.Error("context error matched ErrBudgetExhausted")
+	if errors.Is(e, retry.ErrBudgetRefused) {
+		t.Error("context error matched ErrBudgetRefused")
 	}
 	if got := e.Unwrap(); got != error(last) {
 		t.Errorf("Unwrap = %v", got)
@@ -78,21 +78,21 @@ func TestPermanentAndAfterMarks(t *testing.T) {
 	if retry.IsPermanent(base) || retry.IsPermanent(nil) {
 		t.Error("IsPermanent of an unmarked error")
 	}
-	a := retry.After(base, 3*time.Second)
-	if d, ok := retry.RetryAfter(fmt.Errorf("w: %w", a)); !ok || d != 3*time.Second || !errors.Is(a, base) || a.Error() != "base" {
-		t.Errorf("RetryAfter = %v, %v", d, ok)
+	a := retry.ServerWait(base, 3*time.Second)
+	if d, ok := retry.ServerWaitOf(fmt.Errorf("w: %w", a)); !ok || d != 3*time.Second || !errors.Is(a, base) || a.Error() != "base" {
+		t.Errorf("ServerWaitOf = %v, %v", d, ok)
 	}
-	if d, ok := retry.RetryAfter(retry.After(base, -time.Second)); !ok || d != 0 {
+	if d, ok := retry.ServerWaitOf(retry.ServerWait(base, -time.Second)); !ok || d != 0 {
 		t.Errorf("negative After: %v, %v, want 0, true", d, ok)
 	}
-	if _, ok := retry.RetryAfter(base); ok {
+	if _, ok := retry.ServerWaitOf(base); ok {
 		t.Error("RetryAfter of an unmarked error")
 	}
 	// Both marks together: Permanent wins in the loop.
 	n := 0
 	err := retry.Do(context.Background(), retry.Policy{}, func(context.Context) error {
 		n++
-		return retry.Permanent(retry.After(base, time.Hour))
+		return retry.Permanent(retry.ServerWait(base, time.Hour))
 	})
 	if n != 1 || !errors.Is(err, base) {
 		t.Errorf("n = %d, err = %v", n, err)

@@ -84,7 +84,7 @@ func ExampleAfter() {
 	p := retry.Policy{
 		Initial:    time.Millisecond,
 		MaxDelay:   time.Millisecond,
-		Jitter:     retry.NoJitter,
+		Jitter:     retry.NoJitter(),
 		MaxElapsed: time.Second,
 		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
 			if e.Kind == retry.EventRetry {
@@ -97,9 +97,9 @@ func ExampleAfter() {
 		calls++
 		switch calls {
 		case 1:
-			return retry.After(errUnavailable, 3*time.Millisecond) // longer than 1 ms: used
+			return retry.ServerWait(errUnavailable, 3*time.Millisecond) // longer than 1 ms: used
 		case 2:
-			return retry.After(errUnavailable, time.Hour) // past MaxElapsed: give up now
+			return retry.ServerWait(errUnavailable, time.Hour) // past MaxElapsed: give up now
 		}
 		return nil
 	})
@@ -119,7 +119,7 @@ func ExamplePolicy_Delays() {
 		Initial:     time.Second,
 		Multiplier:  2,
 		MaxDelay:    4 * time.Second,
-		Jitter:      retry.NoJitter,
+		Jitter:      retry.NoJitter(),
 		MaxAttempts: 5,
 	}
 	for n, d := range p.Delays() {
@@ -150,14 +150,14 @@ func ExamplePolicy_Bounds() {
 
 // The presets: the cloud guidance (the zero Policy), the AWS SDKs'
 // standard mode and gRPC's connection backoff.
-func ExampleDefault() {
+func ExamplePolicy_presets() {
 	for _, preset := range []struct {
 		name string
 		p    retry.Policy
 	}{
-		{"default", retry.Default()},
-		{"aws", retry.AWSStandard()},
-		{"grpc", retry.GRPCConnect()},
+		{"default", retry.Policy{}},
+		{"aws", retry.AWSStandardPolicy()},
+		{"grpc", retry.GRPCConnectPolicy()},
 	} {
 		lo, hi := preset.p.Bounds(0)
 		fmt.Printf("%-7s jitter %-16v first wait %v..%v\n", preset.name, preset.p.Jitter, lo, hi)
@@ -188,7 +188,7 @@ func ExampleObserverFunc() {
 	p := retry.Policy{
 		Initial:     time.Millisecond,
 		MaxDelay:    2 * time.Millisecond,
-		Jitter:      retry.NoJitter,
+		Jitter:      retry.NoJitter(),
 		MaxAttempts: 3,
 		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
 			switch e.Kind {

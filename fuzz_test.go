@@ -18,13 +18,13 @@ func FuzzPolicy(f *testing.F) {
 		var j retry.Jitter
 		switch kind % 7 {
 		case 1:
-			j = retry.NoJitter
+			j = retry.NoJitter()
 		case 2:
-			j = retry.FullJitter
+			j = retry.FullJitter()
 		case 3:
-			j = retry.EqualJitter
+			j = retry.EqualJitter()
 		case 4:
-			j = retry.DecorrelatedJitter
+			j = retry.DecorrelatedJitter()
 		case 5:
 			j = retry.AdditiveJitter(time.Duration(amount))
 		case 6:
@@ -65,7 +65,7 @@ func FuzzPolicy(f *testing.F) {
 		}
 		// Bounds holds every wait, except that a decorrelated wait depends
 		// on prev, which here is arbitrary rather than the previous wait.
-		if j != retry.DecorrelatedJitter && (d < lo || d > hi) {
+		if j != retry.DecorrelatedJitter() && (d < lo || d > hi) {
 			t.Fatalf("%+v retry %d: wait %v outside Bounds [%v,%v]", p, n, d, lo, hi)
 		}
 		var total time.Duration

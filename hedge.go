@@ -19,7 +19,7 @@ import (
 //	a copy succeeds                         it wins: the others are cancelled, Hedge returns nil
 //	a copy fails, retryable, others running the next copy is sent at once (gRFC A6's non-fatal code)
 //	a copy fails, not retryable             the call ends: the others are cancelled (gRFC A6's fatal code)
-//	a copy fails with a server wait [After] no more hedges in this burst; the retry after it waits at least the longest such wait
+//	a copy fails with a server wait [ServerWait] no more hedges in this burst; the retry after it waits at least the longest such wait
 //	the policy's MaxElapsed is spent        no more copies; the call gives up once those in flight return
 //	the Budget or Throttle refuses a hedge  no more hedges in this burst; the copies in flight go on
 //	every copy in flight failed, retryable  a retry, as in Do: the policy's wait, then a new burst
@@ -76,7 +76,7 @@ func Hedge(ctx context.Context, p Policy, h *Hedger, op func(context.Context) er
 
 // HedgeValue is [Hedge] for an operation that returns a value: on success
 // it returns the winner's value; when it gives up, the value of the last
-// copy that failed (after a server's wait, [After], that of the copy that
+// copy that failed (after a server's wait, [ServerWait], that of the copy that
 // asked for the longest one in its burst). The values of copies that
 // lost are dropped: an operation whose value holds a resource (an open
 // response) must release it itself when it learns that it lost (its
@@ -144,7 +144,8 @@ func hedgeValue[T any](ctx context.Context, p *Policy, h *Hedger, op func(contex
 			p.Observer.Observe(ctx, Event{Kind: EventDone, Attempt: c.sent, MaxAttempts: c.maxAttempts})
 		}
 	} else {
-		err = p.retryLoop(ctx, nil, err, timedOut, c.start, c)
+		l := loopState{start: c.start}
+		err = l.driveBursts(p, ctx, c, err, timedOut)
 	}
 	v := c.v
 	c.release()
@@ -444,7 +445,7 @@ func (c *hedgeCall[T]) hedge() {
 		return
 	}
 	if p.Budget != nil && !p.Budget.allowRetry() {
-		refused(ErrBudgetExhausted)
+		refused(ErrBudgetRefused)
 		return
 	}
 	cctx := c.send(n, true)
@@ -539,7 +540,7 @@ func (c *hedgeCall[T]) finish(n int, v T, err error, timedOut bool) {
 		return
 	}
 	r, _ := p.stopReason(c.ctx, err, timedOut)
-	ra, pushback := RetryAfter(err)
+	ra, pushback := ServerWaitOf(err)
 	if r != 0 || !c.pushed || pushback && ra >= c.pushback {
 		// The burst's error. A server's pushback stays it until a longer
 		// one or a fatal error: the retry after the burst must wait as

@@ -16,7 +16,7 @@ import (
 // any hedged call must also do.
 func BenchmarkHedgeFastAnswer(b *testing.B) {
 	ctx := context.Background()
-	h, err := retry.NewHedger(retry.HedgeConfig{Delay: time.Second})
+	h, err := retry.NewHedger(retry.HedgeConfig{FixedDelay: time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 // A read that is stuck gets a second copy after 1 ms; the copy that
 // answers first wins and the other is cancelled.
 func ExampleHedge() {
-	h, err := retry.NewHedger(retry.HedgeConfig{Delay: time.Millisecond})
+	h, err := retry.NewHedger(retry.HedgeConfig{FixedDelay: time.Millisecond})
 	if err != nil {
 		panic(err)
 	}
@@ -30,7 +30,7 @@ func ExampleHedge() {
 // HedgeValue returns the winner's value; HedgeAttempt tells each copy
 // which attempt it is, for a header the server can see.
 func ExampleHedgeValue() {
-	h, err := retry.NewHedger(retry.HedgeConfig{Delay: time.Millisecond, MaxCopies: 2})
+	h, err := retry.NewHedger(retry.HedgeConfig{FixedDelay: time.Millisecond, MaxCopies: 2})
 	if err != nil {
 		panic(err)
 	}

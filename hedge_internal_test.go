@@ -23,7 +23,7 @@ func TestHedgeBudgetAndThrottleAccounting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := NewHedger(HedgeConfig{Delay: 10 * time.Millisecond, MaxCopies: 3})
+		h, err := NewHedger(HedgeConfig{FixedDelay: 10 * time.Millisecond, MaxCopies: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestHedgeCancelledLoserTellsThrottleNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := NewHedger(HedgeConfig{Delay: 10 * time.Millisecond, MaxCopies: 2})
+		h, err := NewHedger(HedgeConfig{FixedDelay: 10 * time.Millisecond, MaxCopies: 2})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -80,7 +80,7 @@ func TestHedgePushbackHoldsForTheRetry(t *testing.T) {
 			result: func(n int) error {
 				switch n {
 				case 1:
-					return retry.After(errHedge, time.Second)
+					return retry.ServerWait(errHedge, time.Second)
 				case 2:
 					return errHedge
 				}
@@ -192,7 +192,7 @@ func TestHedgeEventSequencesConsistent(t *testing.T) {
 				case 0, 1, 2:
 					return errHedge
 				case 3:
-					return retry.After(errHedge, ms(5))
+					return retry.ServerWait(errHedge, ms(5))
 				case 4:
 					if seed%5 == 0 {
 						return errFatal
@@ -314,7 +314,7 @@ func (o *slowObserver) Observe(context.Context, retry.Event) {
 // rest raced with the last Unlock, in about one run in three on one core:
 // taskset -c 0 and -cpu 4).
 func TestHedgePooledStateConcurrentCalls(t *testing.T) {
-	h, err := retry.NewHedger(retry.HedgeConfig{Delay: 30 * time.Microsecond, MaxCopies: 3})
+	h, err := retry.NewHedger(retry.HedgeConfig{FixedDelay: 30 * time.Microsecond, MaxCopies: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

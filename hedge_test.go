@@ -50,7 +50,7 @@ func (s *script) op(ctx context.Context) error {
 
 func fixed(t *testing.T, d time.Duration, copies int) *retry.Hedger {
 	t.Helper()
-	h, err := retry.NewHedger(retry.HedgeConfig{Delay: d, MaxCopies: copies})
+	h, err := retry.NewHedger(retry.HedgeConfig{FixedDelay: d, MaxCopies: copies})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestHedgeFatalErrorEndsCall(t *testing.T) {
 	})
 }
 
-// Pushback (a server wait through retry.After) stops further hedges; the
+// Pushback (a server wait through retry.ServerWait) stops further hedges; the
 // copies in flight may still win.
 func TestHedgePushbackStopsHedges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -192,7 +192,7 @@ func TestHedgePushbackStopsHedges(t *testing.T) {
 			after: func(n int) time.Duration { return map[int]time.Duration{1: ms(50), 2: ms(2)}[n] },
 			result: func(n int) error {
 				if n == 2 {
-					return retry.After(errHedge, time.Second)
+					return retry.ServerWait(errHedge, time.Second)
 				}
 				return nil
 			},
@@ -218,7 +218,7 @@ func TestHedgeBudgetRefusesHedge(t *testing.T) {
 		if err := retry.Hedge(t.Context(), p, fixed(t, ms(10), 0), s.op); err != nil {
 			t.Fatal(err)
 		}
-		wantHedgeRefused(t, s, &r, retry.ErrBudgetExhausted)
+		wantHedgeRefused(t, s, &r, retry.ErrBudgetRefused)
 	})
 }
 
@@ -313,7 +313,7 @@ func TestHedgeRetriesAfterBurstFails(t *testing.T) {
 				return nil
 			},
 		}
-		p := retry.Policy{Initial: ms(100), Jitter: retry.NoJitter}
+		p := retry.Policy{Initial: ms(100), Jitter: retry.NoJitter()}
 		if err := retry.Hedge(t.Context(), p, fixed(t, ms(10), 0), s.op); err != nil {
 			t.Fatal(err)
 		}
@@ -450,8 +450,8 @@ func TestHedgeAdaptiveDelay(t *testing.T) {
 
 func TestNewHedgerRejectsBadConfig(t *testing.T) {
 	for _, c := range []retry.HedgeConfig{
-		{Delay: -1},
-		{Delay: ms(1), Quantile: 0.9},
+		{FixedDelay: -1},
+		{FixedDelay: ms(1), Quantile: 0.9},
 		{Quantile: 1},
 		{Quantile: -0.5},
 		{MinDelay: -1},
@@ -521,7 +521,7 @@ func TestHedgeConcurrentCalls(t *testing.T) {
 				if err == nil && v < 1 {
 					t.Errorf("value %d from a successful call", v)
 				}
-				if err != nil && !errors.Is(err, errHedge) && !errors.Is(err, retry.ErrThrottled) && !errors.Is(err, retry.ErrBudgetExhausted) {
+				if err != nil && !errors.Is(err, errHedge) && !errors.Is(err, retry.ErrThrottled) && !errors.Is(err, retry.ErrBudgetRefused) {
 					t.Errorf("unexpected error %v", err)
 				}
 			}

@@ -11,11 +11,11 @@ import (
 // hedge is the new timer's to send, once it fires. The call's state is
 // not given back to the pool while such a callback is still to come.
 func TestHedgeStaleTimerCallbackDoesNothing(t *testing.T) {
-	short, err := NewHedger(HedgeConfig{Delay: time.Microsecond})
+	short, err := NewHedger(HedgeConfig{FixedDelay: time.Microsecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	long, err := NewHedger(HedgeConfig{Delay: time.Hour})
+	long, err := NewHedger(HedgeConfig{FixedDelay: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

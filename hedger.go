@@ -40,17 +40,17 @@ const maxHedgeSamples = 1 << 20
 // HedgeConfig configures [NewHedger]. The zero HedgeConfig means an
 // adaptive Hedger with all the defaults.
 type HedgeConfig struct {
-	// Delay, when positive, is a fixed hedge delay: the next copy is sent
-	// once the last one sent has been outstanding this long. Zero means
-	// adaptive: the delay is the Quantile of recent latencies. Negative
-	// values are invalid.
-	Delay time.Duration
+	// FixedDelay, when positive, is a fixed hedge delay: the next copy is
+	// sent once the last one sent has been outstanding this long. Zero, no
+	// fixed delay, means adaptive: the delay is the Quantile of recent
+	// latencies. Negative values are invalid.
+	FixedDelay time.Duration
 
 	// Quantile is, for an adaptive Hedger, the quantile of recent
 	// latencies of successful attempts used as the delay (0.9 hedges about
 	// 10 % of calls when latencies are independent). Zero means
 	// DefaultHedgeQuantile (0.95); values outside (0, 1) are invalid. It
-	// must be zero with a fixed Delay.
+	// must be zero with a FixedDelay.
 	Quantile float64
 
 	// MinDelay is the floor of an adaptive delay. Zero means
@@ -115,10 +115,10 @@ type Hedger struct {
 // invalid field.
 func NewHedger(c HedgeConfig) (*Hedger, error) {
 	switch {
-	case c.Delay < 0:
-		return nil, fmt.Errorf("retry: HedgeConfig.Delay %v is negative", c.Delay)
-	case c.Delay > 0 && c.Quantile != 0:
-		return nil, errors.New("retry: HedgeConfig.Quantile must be zero with a fixed Delay")
+	case c.FixedDelay < 0:
+		return nil, fmt.Errorf("retry: HedgeConfig.FixedDelay %v is negative", c.FixedDelay)
+	case c.FixedDelay > 0 && c.Quantile != 0:
+		return nil, errors.New("retry: HedgeConfig.Quantile must be zero with a FixedDelay")
 	case c.Quantile != 0 && !(c.Quantile > 0 && c.Quantile < 1):
 		return nil, fmt.Errorf("retry: HedgeConfig.Quantile %v is not in (0, 1)", c.Quantile)
 	case c.MinDelay < 0:
@@ -132,7 +132,7 @@ func NewHedger(c HedgeConfig) (*Hedger, error) {
 	case c.MaxCopies < 0:
 		return nil, fmt.Errorf("retry: HedgeConfig.MaxCopies %d is negative", c.MaxCopies)
 	}
-	h := &Hedger{delay: c.Delay, quantile: c.Quantile, floor: c.MinDelay, warmUp: c.WarmUp,
+	h := &Hedger{delay: c.FixedDelay, quantile: c.Quantile, floor: c.MinDelay, warmUp: c.WarmUp,
 		size: c.Samples, maxCopies: c.MaxCopies, set: true}
 	if h.quantile == 0 {
 		h.quantile = DefaultHedgeQuantile

@@ -39,29 +39,26 @@ const (
 	jitterProportional
 )
 
-var (
-	// NoJitter uses the computed wait as it is: min(Initial*Multiplier^n, MaxDelay).
-	// Many clients that failed together then retry in synchronized waves;
-	// use it for tests and for a single client only.
-	NoJitter = Jitter{kind: jitterNone}
+// NoJitter uses the computed wait as it is: min(Initial*Multiplier^n,
+// MaxDelay). Many clients that failed together then retry in synchronized
+// waves; use it for tests and for a single client only.
+func NoJitter() Jitter { return Jitter{kind: jitterNone} }
 
-	// FullJitter draws each wait uniformly from [0, d], where d is the capped
-	// exponential wait. It spreads a herd the most and does the least total
-	// work (Brooker, "Exponential Backoff And Jitter", AWS 2015).
-	FullJitter = Jitter{kind: jitterFull}
+// FullJitter draws each wait uniformly from [0, d], where d is the capped
+// exponential wait. It spreads a herd the most and does the least total work
+// (Brooker, "Exponential Backoff And Jitter", AWS 2015).
+func FullJitter() Jitter { return Jitter{kind: jitterFull} }
 
-	// EqualJitter draws each wait from [d/2, d]: half the wait is kept, half
-	// is random.
-	EqualJitter = Jitter{kind: jitterEqual}
+// EqualJitter draws each wait from [d/2, d]: half the wait is kept, half is
+// random.
+func EqualJitter() Jitter { return Jitter{kind: jitterEqual} }
 
-	// DecorrelatedJitter makes each wait min(MaxDelay, U(Initial, 3*previous
-	// wait)), with the previous wait starting at Initial (Brooker's
-	// "decorrelated jitter"). It ignores Multiplier. Because the cap is
-	// applied after the draw, once 3*previous passes MaxDelay many waits
-	// equal MaxDelay exactly (about 2/3 of them when previous is the cap and
-	// Initial is small).
-	DecorrelatedJitter = Jitter{kind: jitterDecorrelated}
-)
+// DecorrelatedJitter makes each wait min(MaxDelay, U(Initial, 3*previous
+// wait)), with the previous wait starting at Initial (Brooker's "decorrelated
+// jitter"). It ignores Multiplier. Because the cap is applied after the draw,
+// once 3*previous passes MaxDelay many waits equal MaxDelay exactly (about
+// 2/3 of them when previous is the cap and Initial is small).
+func DecorrelatedJitter() Jitter { return Jitter{kind: jitterDecorrelated} }
 
 // AdditiveJitter adds a fresh uniform random duration in [0, max] to each
 // computed wait and then caps the sum at MaxDelay: the published cloud

@@ -14,7 +14,7 @@ import (
 )
 
 var allJitters = []retry.Jitter{
-	{}, retry.NoJitter, retry.FullJitter, retry.EqualJitter, retry.DecorrelatedJitter,
+	{}, retry.NoJitter(), retry.FullJitter(), retry.EqualJitter(), retry.DecorrelatedJitter(),
 	retry.AdditiveJitter(0), retry.AdditiveJitter(time.Second), retry.AdditiveJitter(math.MaxInt64),
 	retry.ProportionalJitter(0), retry.ProportionalJitter(0.2), retry.ProportionalJitter(1),
 }
@@ -78,7 +78,7 @@ func TestEveryJitterStaysInBounds(t *testing.T) {
 func TestNoJitterGrowsMonotonicallyToTheCap(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for trial := 0; trial < 200; trial++ {
-		p := randomPolicy(r, retry.NoJitter)
+		p := randomPolicy(r, retry.NoJitter())
 		var last time.Duration
 		for _, n := range attemptsToCheck() {
 			d := p.Delay(n, 0, nil)
@@ -92,7 +92,7 @@ func TestNoJitterGrowsMonotonicallyToTheCap(t *testing.T) {
 		}
 	}
 	// The cap is reached and held: 1, 2, 4, 8, 16, 32, 32, ...
-	p := retry.Policy{Jitter: retry.NoJitter}
+	p := retry.Policy{Jitter: retry.NoJitter()}
 	for n, want := range []time.Duration{1, 2, 4, 8, 16, 32, 32, 32} {
 		if d := p.Delay(n, 0, nil); d != want*time.Second {
 			t.Errorf("retry %d: %v, want %v", n, d, want*time.Second)
@@ -126,15 +126,15 @@ func TestJitterDistributions(t *testing.T) {
 		}
 	}
 	check("default additive", retry.Policy{}, 2, 4*time.Second, 5*time.Second)
-	check("full", retry.Policy{Jitter: retry.FullJitter}, 3, 0, 8*time.Second)
-	check("equal", retry.Policy{Jitter: retry.EqualJitter}, 3, 4*time.Second, 8*time.Second)
+	check("full", retry.Policy{Jitter: retry.FullJitter()}, 3, 0, 8*time.Second)
+	check("equal", retry.Policy{Jitter: retry.EqualJitter()}, 3, 4*time.Second, 8*time.Second)
 	check("proportional", retry.Policy{Jitter: retry.ProportionalJitter(0.2)}, 0, 800*time.Millisecond, 1200*time.Millisecond)
 	// At the cap the seed formula's additive jitter vanishes: min(32s + r, 32s).
 	if d := (retry.Policy{}).Delay(10, 0, r); d != 32*time.Second {
 		t.Errorf("additive at the cap: %v", d)
 	}
 	// Decorrelated: U(Initial, 3*prev), capped.
-	p := retry.Policy{Jitter: retry.DecorrelatedJitter, Initial: 100 * time.Millisecond, MaxDelay: 10 * time.Second}
+	p := retry.Policy{Jitter: retry.DecorrelatedJitter(), Initial: 100 * time.Millisecond, MaxDelay: 10 * time.Second}
 	for i := 0; i < 1000; i++ {
 		if d := p.Delay(5, time.Second, r); d < 100*time.Millisecond || d > 3*time.Second {
 			t.Fatalf("decorrelated after 1s: %v", d)
@@ -143,7 +143,7 @@ func TestJitterDistributions(t *testing.T) {
 }
 
 func TestDelaysIterator(t *testing.T) {
-	p := retry.Policy{Initial: time.Second, Multiplier: 2, MaxDelay: 4 * time.Second, Jitter: retry.NoJitter, MaxAttempts: 5}
+	p := retry.Policy{Initial: time.Second, Multiplier: 2, MaxDelay: 4 * time.Second, Jitter: retry.NoJitter(), MaxAttempts: 5}
 	var got []string
 	for n, d := range p.Delays() {
 		got = append(got, fmt.Sprint(n, ":", d))
@@ -190,7 +190,7 @@ func TestDelaysIterator(t *testing.T) {
 func TestJitterSeededFromOS(t *testing.T) {
 	if os.Getenv("RETRYKIT_PRINT_JITTER") == "1" {
 		var b strings.Builder
-		for n, d := range (retry.Policy{Jitter: retry.FullJitter, MaxAttempts: 20}).Delays() {
+		for n, d := range (retry.Policy{Jitter: retry.FullJitter(), MaxAttempts: 20}).Delays() {
 			fmt.Fprint(&b, n, ":", d.Nanoseconds(), " ")
 		}
 		fmt.Println("JITTER", b.String())
@@ -278,10 +278,10 @@ func TestJitterBoundsInclusive(t *testing.T) {
 		n      int
 		lo, hi time.Duration
 	}{
-		{retry.Policy{Initial: 2, MaxDelay: 2, Jitter: retry.FullJitter}, 0, 0, 2},
-		{retry.Policy{Initial: 4, MaxDelay: 4, Jitter: retry.EqualJitter}, 0, 2, 4},
+		{retry.Policy{Initial: 2, MaxDelay: 2, Jitter: retry.FullJitter()}, 0, 0, 2},
+		{retry.Policy{Initial: 4, MaxDelay: 4, Jitter: retry.EqualJitter()}, 0, 2, 4},
 		{retry.Policy{Initial: 3, MaxDelay: 100, Jitter: retry.AdditiveJitter(2), Multiplier: 1}, 5, 3, 5},
-		{retry.Policy{Initial: 1, MaxDelay: 100, Jitter: retry.DecorrelatedJitter}, 0, 1, 3},
+		{retry.Policy{Initial: 1, MaxDelay: 100, Jitter: retry.DecorrelatedJitter()}, 0, 1, 3},
 	} {
 		seen := map[time.Duration]bool{}
 		for range 1000 {
@@ -304,7 +304,7 @@ func TestJitterBoundsInclusive(t *testing.T) {
 // capped, and the chain reaches the cap.
 func TestDecorrelatedChain(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
-	p := retry.Policy{Initial: 10 * time.Millisecond, MaxDelay: 2 * time.Second, Jitter: retry.DecorrelatedJitter}
+	p := retry.Policy{Initial: 10 * time.Millisecond, MaxDelay: 2 * time.Second, Jitter: retry.DecorrelatedJitter()}
 	prev, top := time.Duration(0), time.Duration(0)
 	for n := range 10000 {
 		d := p.Delay(n, prev, r)
@@ -349,7 +349,7 @@ func TestNegativeRetryNumberCountsAsZero(t *testing.T) {
 // uniform, and when 3*prev passes the cap the excess piles up at MaxDelay.
 func TestDecorrelatedDistribution(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
-	p := retry.Policy{Jitter: retry.DecorrelatedJitter, Initial: time.Second, MaxDelay: 10 * time.Second}
+	p := retry.Policy{Jitter: retry.DecorrelatedJitter(), Initial: time.Second, MaxDelay: 10 * time.Second}
 	const samples = 20000
 	atCap := 0
 	var sum float64
@@ -375,7 +375,7 @@ func TestDecorrelatedDistribution(t *testing.T) {
 		t.Errorf("mean of U(1s, 6s) = %.2fs, want about 3.5s", mean)
 	}
 	// Huge prev saturates instead of overflowing.
-	q := retry.Policy{Jitter: retry.DecorrelatedJitter, Initial: time.Second, MaxDelay: math.MaxInt64}
+	q := retry.Policy{Jitter: retry.DecorrelatedJitter(), Initial: time.Second, MaxDelay: math.MaxInt64}
 	for range 100 {
 		if d := q.Delay(0, math.MaxInt64/2, r); d < time.Second {
 			t.Fatalf("huge prev: %v", d)
@@ -395,7 +395,7 @@ func (constSource) Uint64() uint64 { return math.MaxUint64 }
 // below the integer 3 × previous wait that Delay draws up to once the
 // product passes 2^53 ns (104 days): Delay returned waits above Bounds' hi.
 func TestDecorrelatedBoundsHoldTheLargestWait(t *testing.T) {
-	p := retry.Policy{Initial: 1<<53 + 1, MaxDelay: math.MaxInt64, Jitter: retry.DecorrelatedJitter}
+	p := retry.Policy{Initial: 1<<53 + 1, MaxDelay: math.MaxInt64, Jitter: retry.DecorrelatedJitter()}
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +409,7 @@ func TestDecorrelatedBoundsHoldTheLargestWait(t *testing.T) {
 		prev = d
 	}
 	// The float bound was right below 2^53 ns, and must stay so.
-	q := retry.Policy{Initial: time.Millisecond, MaxDelay: time.Hour, Jitter: retry.DecorrelatedJitter}
+	q := retry.Policy{Initial: time.Millisecond, MaxDelay: time.Hour, Jitter: retry.DecorrelatedJitter()}
 	for n := range 20 {
 		_, hi := q.Bounds(n)
 		want := min(time.Duration(float64(time.Millisecond)*math.Pow(3, float64(n+1))), time.Hour)

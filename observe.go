@@ -41,7 +41,7 @@ const (
 	// EventHedgeCancelled: attempt Attempt, still in flight, is cancelled
 	// because another copy won or the call ended.
 	EventHedgeCancelled
-	// EventHedgeRefused: the Budget (Err matches [ErrBudgetExhausted]) or
+	// EventHedgeRefused: the Budget (Err matches [ErrBudgetRefused]) or
 	// the Throttle (Err is [ErrThrottled]) refused hedge Attempt, which is
 	// not sent; no more hedges follow in this burst, and the call waits
 	// for the copies in flight.

@@ -80,7 +80,7 @@ func TestObserverSuccessAtFirstAttempt(t *testing.T) {
 func TestObserverRetriesAndGiveUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var r recorder
-		p := retry.Policy{Observer: &r, Jitter: retry.NoJitter, MaxAttempts: 3}
+		p := retry.Policy{Observer: &r, Jitter: retry.NoJitter(), MaxAttempts: 3}
 		err := retry.Do(t.Context(), p, func(context.Context) error { return errTransient })
 		want := []retry.EventKind{att, rtr, att, rtr, att, done}
 		if !sameKinds(r.kinds(), want) {
@@ -130,7 +130,7 @@ func TestObserverThrottleAndBudget(t *testing.T) {
 		if want := []retry.EventKind{att, ref, done}; !sameKinds(r.kinds(), want) {
 			t.Fatalf("kinds %v, want %v", r.kinds(), want)
 		}
-		if d := r.events[2]; d.Reason != retry.ReasonBudget || !errors.Is(d.Err, retry.ErrBudgetExhausted) || !errors.Is(err, retry.ErrBudgetExhausted) {
+		if d := r.events[2]; d.Reason != retry.ReasonBudget || !errors.Is(d.Err, retry.ErrBudgetRefused) || !errors.Is(err, retry.ErrBudgetRefused) {
 			t.Errorf("done event %+v", d)
 		}
 
@@ -228,7 +228,7 @@ func TestEventKindString(t *testing.T) {
 func TestWaitedCountsAWaitCutShort(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var done retry.Event
-		p := retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 5,
+		p := retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 5,
 			Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
 				if e.Kind == retry.EventDone {
 					done = e
@@ -255,7 +255,7 @@ func TestWaitedLeavesOutTheObserversTime(t *testing.T) {
 		var done retry.Event
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		p := retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 5,
+		p := retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 5,
 			Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
 				switch e.Kind {
 				case retry.EventRetry:
@@ -282,7 +282,7 @@ func TestWaitedOnEveryEvent(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			th, _ := retry.NewThrottle(retry.ThrottleConfig{})
 			var r recorder
-			p := retry.Policy{Initial: time.Second, Jitter: retry.NoJitter, MaxAttempts: 4, Throttle: th,
+			p := retry.Policy{Initial: time.Second, Jitter: retry.NoJitter(), MaxAttempts: 4, Throttle: th,
 				AttemptTimeout: timeout, Observer: &r}
 			calls := 0
 			retry.Do(t.Context(), p, func(context.Context) error {

@@ -24,13 +24,15 @@ const (
 
 // Unlimited, as Policy.MaxAttempts, removes the attempt limit. The loop then
 // ends only through MaxElapsed, the context, a non-retryable error, or a
-// Budget; set at least one of them.
-const Unlimited = -1
+// Budget; set at least one of them. It is an int, so that it cannot be
+// given to a field that holds a duration.
+const Unlimited int = -1
 
 // Immediate, as Policy.Initial, makes every computed wait zero (Multiplier,
 // MaxDelay and Jitter are then ignored). Waits asked for by the server
-// through [After] are still honoured. Meant for tests, benchmarks and
-// in-memory operations, not for calls over a network.
+// through [ServerWait] are still honoured. Meant for tests, benchmarks and
+// in-memory operations, not for calls over a network. Given to any other
+// field, it makes [Policy.Validate] fail with an error that says so.
 const Immediate time.Duration = -1
 
 // ErrInvalidPolicy is wrapped by every error that [Policy.Validate] returns.
@@ -225,11 +227,11 @@ func (p *Policy) validateSlow() error {
 	case p.Initial < 0 && p.Initial != Immediate:
 		return fmt.Errorf("%w: Initial %v is negative", ErrInvalidPolicy, p.Initial)
 	case p.MaxDelay < 0:
-		return fmt.Errorf("%w: MaxDelay %v is negative", ErrInvalidPolicy, p.MaxDelay)
+		return negativeField("MaxDelay", p.MaxDelay)
 	case p.MaxElapsed < 0:
-		return fmt.Errorf("%w: MaxElapsed %v is negative", ErrInvalidPolicy, p.MaxElapsed)
+		return negativeField("MaxElapsed", p.MaxElapsed)
 	case p.AttemptTimeout < 0:
-		return fmt.Errorf("%w: AttemptTimeout %v is negative", ErrInvalidPolicy, p.AttemptTimeout)
+		return negativeField("AttemptTimeout", p.AttemptTimeout)
 	case p.MaxAttempts < Unlimited:
 		return fmt.Errorf("%w: MaxAttempts %d is negative (use retry.Unlimited for no limit)", ErrInvalidPolicy, p.MaxAttempts)
 	case p.Multiplier != 0 && !(p.Multiplier >= 1):
@@ -240,32 +242,36 @@ func (p *Policy) validateSlow() error {
 	return p.Jitter.validate()
 }
 
-// Default returns the zero Policy, the reference behaviour of the published
-// cloud guidance (Memorystore, Cloud Storage): wait min(2^n s + uniform
-// 0..1000 ms, 32 s) before retry n, at most 10 attempts.
-func Default() Policy { return Policy{} }
+// negativeField is the error of a duration field other than Initial that is
+// negative, naming [Immediate] when that is what it holds.
+func negativeField(name string, d time.Duration) error {
+	if d == Immediate {
+		return fmt.Errorf("%w: %s is retry.Immediate, which only Initial takes", ErrInvalidPolicy, name)
+	}
+	return fmt.Errorf("%w: %s %v is negative", ErrInvalidPolicy, name, d)
+}
 
-// AWSStandard returns the AWS SDKs' "standard" retry mode: 3 attempts in
+// AWSStandardPolicy returns the AWS SDKs' "standard" retry mode: 3 attempts in
 // all, full jitter on an exponential from 50 ms, capped at 20 s before
 // jitter (the SDKs' figures since November 2026; throttling errors use a
 // 1 s base there, which one Policy does not distinguish). Pair it with a
-// [Budget] such as [AWSRetryQuota] to get the SDKs' retry quota.
-func AWSStandard() Policy {
+// [Budget] such as [AWSBudget] to get the SDKs' retry quota.
+func AWSStandardPolicy() Policy {
 	return Policy{
 		Initial:     50 * time.Millisecond,
 		Multiplier:  2,
 		MaxDelay:    20 * time.Second,
-		Jitter:      FullJitter,
+		Jitter:      FullJitter(),
 		MaxAttempts: 3,
 	}
 }
 
-// GRPCConnect returns gRPC's connection backoff (gRPC's
+// GRPCConnectPolicy returns gRPC's connection backoff (gRPC's
 // connection-backoff.md): 1 s initial wait, ×1.6 per retry, ±20% jitter,
 // 120 s cap. gRPC reconnects without an attempt limit; this preset keeps the
 // default limit of 10 attempts: set MaxAttempts to [Unlimited] to match it.
 // Unlike gRPC, jittered waits never exceed the cap.
-func GRPCConnect() Policy {
+func GRPCConnectPolicy() Policy {
 	return Policy{
 		Initial:    time.Second,
 		Multiplier: 1.6,

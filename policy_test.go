@@ -42,7 +42,7 @@ func TestValidate(t *testing.T) {
 			}
 		})
 	}
-	for _, p := range []retry.Policy{{}, retry.Default(), retry.AWSStandard(), retry.GRPCConnect(), {Initial: retry.Immediate},
+	for _, p := range []retry.Policy{{}, retry.AWSStandardPolicy(), retry.GRPCConnectPolicy(), {Initial: retry.Immediate},
 		{MaxAttempts: retry.Unlimited}, {Multiplier: 1}, {Jitter: retry.AdditiveJitter(0)}, {Jitter: retry.ProportionalJitter(1)}} {
 		if err := p.Validate(); err != nil {
 			t.Errorf("Validate(%+v) = %v, want nil", p, err)
@@ -62,6 +62,9 @@ func TestValidateEveryField(t *testing.T) {
 		{retry.Policy{MaxDelay: -time.Second}, "MaxDelay -1s is negative"},
 		{retry.Policy{MaxElapsed: -time.Minute}, "MaxElapsed -1m0s is negative"},
 		{retry.Policy{AttemptTimeout: -time.Millisecond}, "AttemptTimeout -1ms is negative"},
+		{retry.Policy{MaxDelay: retry.Immediate}, "MaxDelay is retry.Immediate, which only Initial takes"},
+		{retry.Policy{MaxElapsed: retry.Immediate}, "MaxElapsed is retry.Immediate, which only Initial takes"},
+		{retry.Policy{AttemptTimeout: retry.Immediate}, "AttemptTimeout is retry.Immediate, which only Initial takes"},
 		{retry.Policy{MaxAttempts: -3}, "MaxAttempts -3 is negative"},
 		{retry.Policy{Multiplier: 0.9}, "Multiplier 0.9 is below 1"},
 		{retry.Policy{Multiplier: -2}, "Multiplier -2 is below 1"},
@@ -97,30 +100,27 @@ func TestValidateEveryField(t *testing.T) {
 }
 
 func TestPresets(t *testing.T) {
-	if p := retry.Default(); p.Initial != 0 || p.MaxAttempts != 0 || p.Jitter != (retry.Jitter{}) {
-		t.Errorf("Default() = %+v, want the zero Policy", p)
+	aws := retry.AWSStandardPolicy()
+	if aws.MaxAttempts != 3 || aws.Jitter != retry.FullJitter() || aws.MaxDelay != 20*time.Second || aws.Initial != 50*time.Millisecond {
+		t.Errorf("AWSStandardPolicy() = %+v", aws)
 	}
-	aws := retry.AWSStandard()
-	if aws.MaxAttempts != 3 || aws.Jitter != retry.FullJitter || aws.MaxDelay != 20*time.Second || aws.Initial != 50*time.Millisecond {
-		t.Errorf("AWSStandard() = %+v", aws)
-	}
-	g := retry.GRPCConnect()
+	g := retry.GRPCConnectPolicy()
 	if g.Initial != time.Second || g.Multiplier != 1.6 || g.MaxDelay != 120*time.Second || g.Jitter != retry.ProportionalJitter(0.2) {
-		t.Errorf("GRPCConnect() = %+v", g)
+		t.Errorf("GRPCConnectPolicy() = %+v", g)
 	}
 	// gRPC's waits before jitter: 1, 1.6, 2.56, ... capped at 120 s; with
 	// ±20 % jitter each lies in [0.8 d, min(1.2 d, 120 s)].
 	for n, want := range []time.Duration{time.Second, 1600 * time.Millisecond, 2560 * time.Millisecond} {
 		lo, hi := g.Bounds(n)
 		if lo != want*8/10 || hi != want*12/10 {
-			t.Errorf("GRPCConnect Bounds(%d) = [%v, %v], want [%v, %v]", n, lo, hi, want*8/10, want*12/10)
+			t.Errorf("GRPCConnectPolicy Bounds(%d) = [%v, %v], want [%v, %v]", n, lo, hi, want*8/10, want*12/10)
 		}
 	}
 	if lo, hi := g.Bounds(100); lo != 96*time.Second || hi != 120*time.Second {
-		t.Errorf("GRPCConnect Bounds(100) = [%v, %v], want [96s, 120s]", lo, hi)
+		t.Errorf("GRPCConnectPolicy Bounds(100) = [%v, %v], want [96s, 120s]", lo, hi)
 	}
 	if lo, hi := aws.Bounds(2); lo != 0 || hi != 200*time.Millisecond {
-		t.Errorf("AWSStandard Bounds(2) = [%v, %v], want [0, 200ms]", lo, hi)
+		t.Errorf("AWSStandardPolicy Bounds(2) = [%v, %v], want [0, 200ms]", lo, hi)
 	}
 }
 
@@ -130,10 +130,10 @@ func TestJitterString(t *testing.T) {
 		want string
 	}{
 		{retry.Jitter{}, "additive"},
-		{retry.NoJitter, "none"},
-		{retry.FullJitter, "full"},
-		{retry.EqualJitter, "equal"},
-		{retry.DecorrelatedJitter, "decorrelated"},
+		{retry.NoJitter(), "none"},
+		{retry.FullJitter(), "full"},
+		{retry.EqualJitter(), "equal"},
+		{retry.DecorrelatedJitter(), "decorrelated"},
 		{retry.AdditiveJitter(250 * time.Millisecond), "additive:250ms"},
 		{retry.ProportionalJitter(0.2), "proportional:0.2"},
 	} {

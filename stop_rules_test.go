@@ -26,7 +26,7 @@ func TestNoAttemptAfterCancelAtWaitEnd(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			p := retry.Policy{Initial: time.Second, Jitter: retry.NoJitter, MaxAttempts: 2,
+			p := retry.Policy{Initial: time.Second, Jitter: retry.NoJitter(), MaxAttempts: 2,
 				Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
 					if e.Kind == retry.EventRetry {
 						go func() { time.Sleep(e.Delay); cancel() }()
@@ -61,7 +61,7 @@ func TestMaxElapsedIsTheTotalBudget(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			start := time.Now()
 			var late []time.Duration
-			p := retry.Policy{Initial: time.Second, Jitter: retry.NoJitter, MaxAttempts: 10, MaxElapsed: 3 * time.Second}
+			p := retry.Policy{Initial: time.Second, Jitter: retry.NoJitter(), MaxAttempts: 10, MaxElapsed: 3 * time.Second}
 			err := retry.Do(t.Context(), p, func(ctx context.Context) error {
 				if at := time.Since(start); at >= p.MaxElapsed {
 					late = append(late, at)

@@ -77,7 +77,7 @@ type ThrottleConfig struct {
 // window may end up to 64 events late while the backend is healthy.
 //
 // Processes can share one Throttle through a store
-// (retryredis.ShareThrottle, retryvalkey.ShareThrottle): the rejection
+// (retryshare.Throttle): the rejection
 // probability is then computed from the requests and accepts of the whole
 // fleet, as last synced through [Throttle.SetFleet].
 //

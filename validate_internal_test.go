@@ -14,7 +14,7 @@ import (
 func TestFastValidImpliesValid(t *testing.T) {
 	durs := []time.Duration{0, Immediate, -2, 1, time.Second, DefaultMaxDelay, DefaultMaxDelay + 1, math.MaxInt64}
 	mults := []float64{0, math.Copysign(0, -1), 0.5, 1, 2, math.Inf(1), math.NaN()}
-	jitters := []Jitter{{}, NoJitter, FullJitter, EqualJitter, DecorrelatedJitter,
+	jitters := []Jitter{{}, NoJitter(), FullJitter(), EqualJitter(), DecorrelatedJitter(),
 		AdditiveJitter(-1), AdditiveJitter(time.Second), ProportionalJitter(-0.1), ProportionalJitter(0.2),
 		ProportionalJitter(math.NaN()), {kind: 200}}
 	attempts := []int{-2, Unlimited, 0, 1, 10}
@@ -33,7 +33,7 @@ func TestFastValidImpliesValid(t *testing.T) {
 		}
 	}
 	for _, p := range []Policy{{}, {Initial: Immediate}, {Initial: Immediate, MaxAttempts: 4},
-		{Initial: Immediate, MaxDelay: time.Nanosecond, Jitter: FullJitter}, AWSStandard(),
+		{Initial: Immediate, MaxDelay: time.Nanosecond, Jitter: FullJitter()}, AWSStandardPolicy(),
 		{Initial: 10 * time.Millisecond}, {Initial: time.Second, MaxDelay: time.Second}} {
 		if !p.fastValid() {
 			t.Errorf("%+v: not on the fast path", p)

@@ -166,7 +166,7 @@ func BenchmarkDelay(b *testing.B) {
 // that libraries without jitter are compared on equal work.
 func BenchmarkDelayNoJitter(b *testing.B) {
 	b.Run("lib=retrykit", func(b *testing.B) {
-		p := retry.Policy{Jitter: retry.NoJitter}
+		p := retry.Policy{Jitter: retry.NoJitter()}
 		b.ReportAllocs()
 		n := 0
 		for b.Loop() {

@@ -134,7 +134,7 @@ func retrykitHedge(h *retry.Hedger, b *retry.Budget) func(http.RoundTripper) htt
 }
 
 func fixedHedger(b *testing.B, d time.Duration) *retry.Hedger {
-	h, err := retry.NewHedger(retry.HedgeConfig{Delay: d, MaxCopies: 2})
+	h, err := retry.NewHedger(retry.HedgeConfig{FixedDelay: d, MaxCopies: 2})
 	if err != nil {
 		b.Fatal(err)
 	}

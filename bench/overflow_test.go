@@ -117,10 +117,10 @@ func overflowRows() []overflowRow {
 	}
 	return []overflowRow{
 		{"retrykit", "zero Policy (1 s, x2, cap 32 s, additive 0..1 s)", ovCap, rk(retry.Policy{})},
-		{"retrykit", "FullJitter", ovCap, rk(retry.Policy{Jitter: retry.FullJitter})},
-		{"retrykit", "DecorrelatedJitter", ovCap, rk(retry.Policy{Jitter: retry.DecorrelatedJitter})},
+		{"retrykit", "FullJitter", ovCap, rk(retry.Policy{Jitter: retry.FullJitter()})},
+		{"retrykit", "DecorrelatedJitter", ovCap, rk(retry.Policy{Jitter: retry.DecorrelatedJitter()})},
 		{"retrykit", "ProportionalJitter(0.2)", ovCap, rk(retry.Policy{Jitter: retry.ProportionalJitter(0.2)})},
-		{"retrykit", "NoJitter, MaxDelay MaxInt64", time.Duration(math.MaxInt64), rk(retry.Policy{Jitter: retry.NoJitter, MaxDelay: math.MaxInt64})},
+		{"retrykit", "NoJitter, MaxDelay MaxInt64", time.Duration(math.MaxInt64), rk(retry.Policy{Jitter: retry.NoJitter(), MaxDelay: math.MaxInt64})},
 		{"cenkalti", "ExponentialBackOff 1 s x2, MaxInterval 32 s, factor 0.5", ovCap * 3 / 2, cenk(ovCap)},
 		{"cenkalti", "MaxInterval MaxInt64", noCap, cenk(math.MaxInt64)},
 		{"avast", "Delay 1 s, MaxDelay 32 s, default BackOff+Random jitter", ovCap, av(avast.MaxDelay(ovCap))},

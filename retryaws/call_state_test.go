@@ -121,7 +121,7 @@ func TestUnhashableErrorKeepsTheCallsState(t *testing.T) {
 				waited = e.Waited
 			}
 		})
-		p := retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 3, Observer: obs}
+		p := retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 3, Observer: obs}
 		_, d := clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f})
 		always := func(st *middleware.Stack) error {
 			return st.Finalize.Add(middleware.FinalizeMiddlewareFunc("failAlways", func(context.Context, middleware.FinalizeInput, middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
@@ -302,7 +302,7 @@ func TestThrottledFirstAttemptEarnsNoBudget(t *testing.T) {
 				firstThrottled++
 			}
 		})
-		p := retry.Policy{Initial: time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 3, Throttle: th, Budget: b, Observer: obs}
+		p := retry.Policy{Initial: time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 3, Throttle: th, Budget: b, Observer: obs}
 		_, d := clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f})
 		const calls = 40
 		for range calls {
@@ -328,7 +328,7 @@ func TestTokenNotRepeatedAfterItsWindow(t *testing.T) {
 			return awsfake.Answer{Status: 400, Code: "ThrottlingException"}
 		}
 		// Waits of 1, 2, 4, then 8 minutes: the fourth would end 15 minutes after the lost reply.
-		p := retry.Policy{Initial: time.Minute, MaxDelay: time.Hour, Jitter: retry.NoJitter, MaxAttempts: 10}
+		p := retry.Policy{Initial: time.Minute, MaxDelay: time.Hour, Jitter: retry.NoJitter(), MaxAttempts: 10}
 		_, d := clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f})
 		start := time.Now()
 		err := opTransact.call(context.Background(), nil, d)

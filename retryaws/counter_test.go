@@ -55,7 +55,7 @@ func TestCounterSideBySide(t *testing.T) {
 
 		f = awsfake.New()
 		f.DropRate = 0.2
-		p := retry.Policy{Initial: 25 * time.Millisecond, Jitter: retry.FullJitter} // 10 attempts
+		p := retry.Policy{Initial: 25 * time.Millisecond, Jitter: retry.FullJitter()} // 10 attempts
 		_, d = clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f})
 		updErrs, maybe, getErrs := counterRun(context.Background(), d, counterCalls)
 		t.Logf("retryaws: counter %d after %d UpdateItem calls (%d returned ErrMaybeApplied), %d replies lost, %d GetItem failed, %d requests",
@@ -82,7 +82,7 @@ func checkCounter(t *testing.T, f *awsfake.Fake, calls, updErrs, maybe, getErrs 
 func TestCounterOverTheWire(t *testing.T) {
 	f := awsfake.New()
 	f.DropRate = 0.2
-	p := retry.Policy{Initial: time.Millisecond, Jitter: retry.FullJitter} // 10 attempts
+	p := retry.Policy{Initial: time.Millisecond, Jitter: retry.FullJitter()} // 10 attempts
 	_, d := clients(start(t, f), newRetryer(t, p), nil)
 	ctx := ctxTimeout(t)
 	updErrs, maybe, getErrs := counterRun(ctx, d, 200)

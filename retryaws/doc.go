@@ -6,7 +6,7 @@
 // Budget, Throttle and Observer as retry.Do does, and repeats a request
 // whose reply was lost only when the operation is safe to repeat.
 //
-//	r, err := retryaws.New(retry.Policy{Initial: 50 * time.Millisecond, Jitter: retry.FullJitter, MaxAttempts: 4})
+//	r, err := retryaws.New(retry.Policy{Initial: 50 * time.Millisecond, Jitter: retry.FullJitter(), MaxAttempts: 4})
 //	if err != nil { ... }
 //	cfg, err := config.LoadDefaultConfig(ctx, config.WithRetryer(func() aws.Retryer { return r }))
 //
@@ -92,7 +92,7 @@
 // The wait before a retry is the policy's (Policy.Delay), or, when the
 // response carries x-amz-retry-after (milliseconds), max(policy's wait,
 // header + uniform 0..min(1 s, header/10)); a header above
-// WithMaxServerDelay (5 min) ends the call at once with the throttling
+// WithMaxServerWait (5 min) ends the call at once with the throttling
 // error. The SDK's own rule, which would apply to any retryer's delay d,
 // is min(max(header, d), d + 5 s): it lengthens d towards the header but by
 // 5 s at most, so a server asking for 20 s is retried after about 5 s.

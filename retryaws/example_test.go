@@ -24,7 +24,7 @@ func ExampleNew() {
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 
-	r, err := retryaws.New(retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.FullJitter, MaxAttempts: 4})
+	r, err := retryaws.New(retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.FullJitter(), MaxAttempts: 4})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -135,16 +135,16 @@ func ExampleWithClass() {
 	// <nil> 2
 }
 
-// WithMaxServerDelay caps the wait a service may ask for through
+// WithMaxServerWait caps the wait a service may ask for through
 // x-amz-retry-after: one that asks for more gets its error back at once.
-func ExampleWithMaxServerDelay() {
+func ExampleWithMaxServerWait() {
 	fake := awsfake.New()
 	fake.Script = func(op string, n int) awsfake.Answer {
 		return awsfake.Answer{Status: 400, Code: "ThrottlingException", Header: map[string]string{"X-Amz-Retry-After": "60000"}}
 	}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	r, _ := retryaws.New(retry.Policy{Initial: time.Millisecond, MaxAttempts: 3}, retryaws.WithMaxServerDelay(time.Second))
+	r, _ := retryaws.New(retry.Policy{Initial: time.Millisecond, MaxAttempts: 3}, retryaws.WithMaxServerWait(time.Second))
 	db := dynamodb.New(dynamodb.Options{
 		Region: "us-east-1", Retryer: r, BaseEndpoint: aws.String(srv.URL),
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "example-secret", ""),

@@ -16,6 +16,7 @@ import (
 	"github.com/retrykit/retry/internal/redistest"
 	"github.com/retrykit/retry/retryaws"
 	"github.com/retrykit/retry/retryredis"
+	"github.com/retrykit/retry/retryshare"
 )
 
 // The fleet: each worker process has its own Budget, Retryer and DynamoDB
@@ -32,7 +33,7 @@ const (
 	fleetEnv      = "RETRYAWS_FLEET_WORKER" // url|redis addr|prefix|shared|start (Unix ns)
 )
 
-// A Budget shared through a real redis-server (retryredis.ShareBudget)
+// A Budget shared through a real redis-server (retryshare.Budget)
 // bounds the retries of several processes' AWS clients as it bounds HTTP
 // ones, against a DynamoDB that answers 503 to everything: the fleet's
 // retries stay within Ratio × first attempts + MinPerSecond × (T + 2 ×
@@ -99,7 +100,7 @@ func fleetWorker(spec string) int {
 	if shared {
 		rc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 		defer rc.Close()
-		sh, err := retryredis.ShareBudget(rc, prefix, b, retryredis.WithSyncInterval(fleetInterval))
+		sh, err := retryshare.Budget(retryredis.ShareStore(rc), prefix, b, retryshare.WithSyncInterval(fleetInterval))
 		if err != nil {
 			return fail(err)
 		}

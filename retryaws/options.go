@@ -6,13 +6,13 @@ import (
 	"time"
 )
 
-// DefaultMaxServerDelay is the longest wait a service may ask for through
+// DefaultMaxServerWait is the longest wait a service may ask for through
 // x-amz-retry-after; a service that asks for more gets its error returned
 // at once, as retryhttp does with Retry-After.
-const DefaultMaxServerDelay = 5 * time.Minute
+const DefaultMaxServerWait = 5 * time.Minute
 
 // Option configures New. No options means: the classes of Safety, and
-// server waits honoured up to DefaultMaxServerDelay.
+// server waits honoured up to DefaultMaxServerWait.
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -42,11 +42,11 @@ func WithClass(service string, c Class, operations ...string) Option {
 	})
 }
 
-// WithMaxServerDelay sets the longest wait honoured from an
+// WithMaxServerWait sets the longest wait honoured from an
 // x-amz-retry-after header; a service that asks for more gets its error
-// returned at once. Zero means DefaultMaxServerDelay (5 min); negative
+// returned at once. Zero means DefaultMaxServerWait (5 min); negative
 // means the header is ignored.
-func WithMaxServerDelay(d time.Duration) Option {
+func WithMaxServerWait(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.maxServerDelay = d })
 }
 
@@ -68,10 +68,10 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-// serverDelayCap is WithMaxServerDelay's value, its default resolved.
+// serverDelayCap is WithMaxServerWait's value, its default resolved.
 func (c *config) serverDelayCap() time.Duration {
 	if c.maxServerDelay == 0 {
-		return DefaultMaxServerDelay
+		return DefaultMaxServerWait
 	}
 	return c.maxServerDelay
 }

@@ -32,7 +32,7 @@ func TestObserverAndOtelEqualServerCounts(t *testing.T) {
 			done.Add(1)
 		}
 	})
-	p := retryotel.Instrument(retry.Policy{Initial: time.Millisecond, Jitter: retry.FullJitter, MaxAttempts: 3, Observer: count},
+	p := retryotel.Instrument(retry.Policy{Initial: time.Millisecond, Jitter: retry.FullJitter(), MaxAttempts: 3, Observer: count},
 		"aws", retryotel.WithMeterProvider(mp))
 
 	f := awsfake.New()

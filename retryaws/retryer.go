@@ -47,7 +47,7 @@ var _ aws.RetryerV2 = (*Retryer)(nil)
 // the error of an option given a bad value.
 // With no options it retries what the SDK's standard retryer retries,
 // repeats after a lost reply only what Safety (or MarkSafe) says is safe,
-// and honours x-amz-retry-after up to DefaultMaxServerDelay.
+// and honours x-amz-retry-after up to DefaultMaxServerWait.
 func New(p retry.Policy, opts ...Option) (*Retryer, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err

@@ -54,7 +54,7 @@ func TestWaitsAndEvents(t *testing.T) {
 		f.SetObject("b/k", []byte("hello"))
 		f.Script = failFirst("GetObject", 2, awsfake.Answer{Status: 503, Code: "SlowDown"})
 		rec := &recorder{}
-		p := retry.Policy{Initial: 100 * time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 4, Observer: rec}
+		p := retry.Policy{Initial: 100 * time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 4, Observer: rec}
 		s, d := clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f})
 		start := time.Now()
 		if err := opGetObject.call(context.Background(), s, d); err != nil {
@@ -78,7 +78,7 @@ func TestAttemptsUsedUp(t *testing.T) {
 		f := awsfake.New()
 		f.Script = failFirst("GetItem", 99, awsfake.Answer{Status: 500, Code: "InternalServerError"})
 		rec := &recorder{}
-		p := retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 3, Observer: rec}
+		p := retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 3, Observer: rec}
 		s, d := clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f})
 		err := opGetItem.call(context.Background(), s, d)
 		var re *retry.Error
@@ -115,7 +115,7 @@ func TestRetryAfterHeader(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := awsfake.New()
 				f.Script = failFirst("GetItem", 1, awsfake.Answer{Status: 400, Code: "ThrottlingException", Header: map[string]string{"X-Amz-Retry-After": tc.header}})
-				p := retry.Policy{Initial: 100 * time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 3}
+				p := retry.Policy{Initial: 100 * time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 3}
 				s, d := clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f})
 				start := time.Now()
 				err := opGetItem.call(context.Background(), s, d)
@@ -144,7 +144,7 @@ func TestContextEndsTheRetries(t *testing.T) {
 		f := awsfake.New()
 		f.Script = failFirst("GetItem", 99, awsfake.Answer{Status: 503, Code: "ServiceUnavailable"})
 		rec := &recorder{}
-		p := retry.Policy{Initial: 100 * time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 9, Observer: rec}
+		p := retry.Policy{Initial: 100 * time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 9, Observer: rec}
 		s, d := clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f})
 
 		ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
@@ -186,11 +186,11 @@ func TestBudgetAndThrottle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := retry.Policy{Initial: time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 10, Budget: b}
+		p := retry.Policy{Initial: time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 10, Budget: b}
 		s, d := clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f})
 		err = opGetItem.call(context.Background(), s, d)
-		if !errors.Is(err, retry.ErrBudgetExhausted) || f.Requests("GetItem") != 3 {
-			t.Fatalf("err %v after %d requests, want ErrBudgetExhausted after 3", err, f.Requests("GetItem"))
+		if !errors.Is(err, retry.ErrBudgetRefused) || f.Requests("GetItem") != 3 {
+			t.Fatalf("err %v after %d requests, want ErrBudgetRefused after 3", err, f.Requests("GetItem"))
 		}
 		if firsts, retries := b.LocalCounts(); firsts != 1 || retries != 2 {
 			t.Fatalf("budget counted %d first attempts and %d retries, want 1 and 2", firsts, retries)
@@ -202,7 +202,7 @@ func TestBudgetAndThrottle(t *testing.T) {
 		}
 		f2 := awsfake.New()
 		f2.Script = failFirst("GetItem", 999, awsfake.Answer{Status: 503, Code: "ServiceUnavailable"})
-		p = retry.Policy{Initial: time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 50, Throttle: th}
+		p = retry.Policy{Initial: time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 50, Throttle: th}
 		s, d = clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f2})
 		err = opGetItem.call(context.Background(), s, d)
 		var re *retry.Error
@@ -229,7 +229,7 @@ func TestBudgetAndThrottle(t *testing.T) {
 				}
 			}
 		})
-		p = retry.Policy{Initial: time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 5, Throttle: th, Observer: obs}
+		p = retry.Policy{Initial: time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 5, Throttle: th, Observer: obs}
 		f2.ResetCounts()
 		s, d = clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f2})
 		for range 20 {

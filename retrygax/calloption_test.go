@@ -160,7 +160,7 @@ func TestConcurrentCallsShareOption(t *testing.T) {
 	b, _ := retry.NewBudget(retry.BudgetConfig{})
 	var log eventLog
 	p := fast
-	p.Throttle, p.Budget, p.Observer, p.Jitter, p.MaxElapsed = th, b, &log, retry.FullJitter, time.Second
+	p.Throttle, p.Budget, p.Observer, p.Jitter, p.MaxElapsed = th, b, &log, retry.FullJitter(), time.Second
 	f := &fakeRedis{script: func(n int) error {
 		if n%3 != 0 {
 			return status.Error(codes.Unavailable, "down")

@@ -14,7 +14,7 @@ import (
 
 func TestGaxMaxElapsedBoundaryAsDo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := retry.Policy{Initial: time.Second, Multiplier: 2, Jitter: retry.NoJitter, MaxAttempts: 10, MaxElapsed: 3 * time.Second}
+		p := retry.Policy{Initial: time.Second, Multiplier: 2, Jitter: retry.NoJitter(), MaxAttempts: 10, MaxElapsed: 3 * time.Second}
 		var s gax.CallSettings
 		retrygax.WithPolicy(p).Resolve(&s)
 		r := s.Retry()

@@ -7,15 +7,15 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// DefaultMaxServerDelay is the longest wait a server may ask for through
+// DefaultMaxServerWait is the longest wait a server may ask for through
 // Retry-After or google.rpc.RetryInfo; a server that asks for more gets its
 // error returned at once, as retryhttp does.
-const DefaultMaxServerDelay = 5 * time.Minute
+const DefaultMaxServerWait = 5 * time.Minute
 
 // Option configures WithPolicy. No options means: retry gRPC UNAVAILABLE
 // and RESOURCE_EXHAUSTED, REST statuses that retryhttp.DefaultRetryStatus
 // accepts (408, 429, 5xx except 501, 505, 511), and honour server delays
-// up to DefaultMaxServerDelay.
+// up to DefaultMaxServerWait.
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -43,21 +43,21 @@ func WithCodes(cs ...codes.Code) Option {
 	})
 }
 
-// WithHTTPStatus replaces the rule that says which REST status codes are
+// WithRetryStatus replaces the rule that says which REST status codes are
 // retried; nil means retryhttp.DefaultRetryStatus. A generated client's
 // REST transport sends creates, updates and deletes as POST, PATCH and
 // DELETE: for a method that is not safe to repeat, retry only what the
 // server refused unprocessed, for example
-// WithHTTPStatus(func(code int) bool { return code == 429 }).
-func WithHTTPStatus(retry func(code int) bool) Option {
+// WithRetryStatus(func(code int) bool { return code == 429 }).
+func WithRetryStatus(retry func(code int) bool) Option {
 	return optionFunc(func(c *config) { c.httpStatus = retry })
 }
 
-// WithMaxServerDelay sets the longest wait honoured from a REST
+// WithMaxServerWait sets the longest wait honoured from a REST
 // Retry-After header or a google.rpc.RetryInfo detail; a server that asks
 // for more gets its error returned at once. Zero means
-// DefaultMaxServerDelay (5 min); negative means server delays are ignored.
-func WithMaxServerDelay(d time.Duration) Option {
+// DefaultMaxServerWait (5 min); negative means server delays are ignored.
+func WithMaxServerWait(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.maxServerDelay = d })
 }
 
@@ -82,7 +82,7 @@ func newConfig(opts []Option) config {
 		c.httpStatus = retryhttp.DefaultRetryStatus
 	}
 	if c.maxServerDelay == 0 {
-		c.maxServerDelay = DefaultMaxServerDelay
+		c.maxServerDelay = DefaultMaxServerWait
 	}
 	return c
 }

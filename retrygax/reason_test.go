@@ -67,7 +67,7 @@ func TestRESTGatewayTimeoutNotAContextEnd(t *testing.T) {
 		var d doneEvents
 		p := fast
 		p.Observer = &d
-		c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p, retrygax.WithHTTPStatus(func(int) bool { return false }))}
+		c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p, retrygax.WithRetryStatus(func(int) bool { return false }))}
 		getInstance(t.Context(), c)
 		if d.done == nil || d.done.Reason != retry.ReasonPermanent {
 			t.Fatalf("%d: EventDone %+v: want ReasonPermanent", code, d.done)

@@ -22,7 +22,7 @@ import (
 // Retried: gRPC UNAVAILABLE and RESOURCE_EXHAUSTED (WithCodes replaces
 // them), and REST errors (*googleapi.Error, also inside an
 // *apierror.APIError) whose status retryhttp.DefaultRetryStatus accepts:
-// 408, 429 and 5xx except 501, 505 and 511 (WithHTTPStatus replaces the
+// 408, 429 and 5xx except 501, 505 and 511 (WithRetryStatus replaces the
 // rule). A gRPC attempt that received response headers is not retried
 // (gRFC A6's commit rule: the server's application answered, and a
 // response larger than grpc.MaxCallRecvMsgSize fails with
@@ -34,7 +34,7 @@ import (
 // repeat it. Other errors, including network errors that gax reports without
 // a status, end the call, as gax's own Retryers do. A google.rpc.RetryInfo
 // detail (either transport) and a REST Retry-After header set the least
-// wait, capped (WithMaxServerDelay) and jittered as in retryhttp. An
+// wait, capped (WithMaxServerWait) and jittered as in retryhttp. An
 // error that a lower retrykit layer already gave up on (a *retry.Error, or
 // a REST response carrying retryhttp.HeaderExhausted) is not retried
 // unless p.RetryExhausted. retrygrpc's interceptors also return a

@@ -110,10 +110,10 @@ func TestGRPCMaxAttempts(t *testing.T) {
 }
 
 func TestServerDelayBounds(t *testing.T) {
-	// RetryInfo beyond WithMaxServerDelay: the error comes back at once.
+	// RetryInfo beyond WithMaxServerWait: the error comes back at once.
 	f := &fakeRedis{script: failing(1, retryInfoErr(codes.Unavailable, time.Second))}
 	c := grpcClient(t, f)
-	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(fast, retrygax.WithMaxServerDelay(100*time.Millisecond))}
+	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(fast, retrygax.WithMaxServerWait(100*time.Millisecond))}
 	start := time.Now()
 	if _, err := getInstance(t.Context(), c); status.Code(err) != codes.Unavailable || time.Since(start) > 150*time.Millisecond {
 		t.Fatalf("err = %v after %v, want Unavailable at once", err, time.Since(start))
@@ -296,14 +296,14 @@ func TestRESTStatuses(t *testing.T) {
 	}
 }
 
-// A Retry-After above WithMaxServerDelay returns the error at once: the
+// A Retry-After above WithMaxServerWait returns the error at once: the
 // header is read.
 func TestRESTRetryAfter(t *testing.T) {
 	var calls atomic.Int32
 	c := restClient(t, &calls, func(n int) restAnswer {
 		return restAnswer{code: 503, headers: map[string]string{"Retry-After": "1"}}
 	}, nil)
-	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(fast, retrygax.WithMaxServerDelay(500*time.Millisecond))}
+	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(fast, retrygax.WithMaxServerWait(500*time.Millisecond))}
 	start := time.Now()
 	getInstance(t.Context(), c)
 	if n, took := calls.Load(), time.Since(start); n != 1 || took > 900*time.Millisecond { // under the 1 s asked: no wait
@@ -312,7 +312,7 @@ func TestRESTRetryAfter(t *testing.T) {
 }
 
 // A Retry-After beyond what a Duration holds is more than any cap, even
-// WithMaxServerDelay(math.MaxInt64): the error comes back at once, never a
+// WithMaxServerWait(math.MaxInt64): the error comes back at once, never a
 // wait that wraps or an instant retry.
 func TestRESTRetryAfterOverflow(t *testing.T) {
 	for _, ra := range []string{"9223372037", "99999999999999999999"} {
@@ -320,7 +320,7 @@ func TestRESTRetryAfterOverflow(t *testing.T) {
 		c := restClient(t, &calls, func(n int) restAnswer {
 			return restAnswer{code: 503, headers: map[string]string{"Retry-After": ra}}
 		}, nil)
-		c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(fast, retrygax.WithMaxServerDelay(math.MaxInt64))}
+		c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(fast, retrygax.WithMaxServerWait(math.MaxInt64))}
 		start := time.Now()
 		getInstance(t.Context(), c)
 		if n, took := calls.Load(), time.Since(start); n != 1 || took > 900*time.Millisecond { // no wait (any would be far longer)

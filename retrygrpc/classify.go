@@ -39,7 +39,7 @@ type attemptError struct {
 	code codes.Code
 	// refused: the code is one that is retried, but the server's answer
 	// forbids a retry (a "do not retry" pushback, a wait longer than
-	// WithMaxServerDelay, or response headers, which commit the call), or
+	// WithMaxServerWait, or response headers, which commit the call), or
 	// the error is the client's own and would recur (sendTooLarge). Enclosing retry layers, which cannot see
 	// the trailer or the headers, must not retry it either: result keeps
 	// the *retry.Error for them.
@@ -74,7 +74,7 @@ func sendTooLarge(st *status.Status) bool {
 }
 
 // classify turns the error of an attempt into what the retry loop should
-// see: a retryable error (perhaps with a server delay through retry.After)
+// see: a retryable error (perhaps with a server delay through retry.ServerWait)
 // or a retry.Permanent one. ctx is the caller's context; headers reports
 // that the attempt received response headers, which commit the call (gRFC
 // A6: only an attempt that got none, a trailers-only response or no
@@ -125,7 +125,7 @@ func (c *config) classify(ctx context.Context, p *retry.Policy, err error, trail
 		e.refused = true
 		return retry.Permanent(e)
 	}
-	return retry.After(e, serverwait.Jitter(d))
+	return retry.ServerWait(e, serverwait.Jitter(d))
 }
 
 // maxDuration is the longest time.Duration, about 292 years: where

@@ -17,7 +17,7 @@ import (
 // retryable status carries, classify never panics; a malformed or negative
 // pushback stops the retries, and so does a trailer with two values,
 // whatever they are (as in grpc-go); a retry it allows waits no less than either
-// valid hint asks and no more than WithMaxServerDelay plus its jitter.
+// valid hint asks and no more than WithMaxServerWait plus its jitter.
 func FuzzServerHints(f *testing.F) {
 	f.Add("200", true, int64(0), int32(300_000_000), true, "", false)
 	f.Add("-1", false, int64(1), int32(0), false, "10", false)
@@ -60,7 +60,7 @@ func FuzzServerHints(f *testing.F) {
 		if retry.IsPermanent(err) {
 			return // a hint over the cap
 		}
-		d, _ := retry.RetryAfter(err)
+		d, _ := retry.ServerWaitOf(err)
 		if d < 0 || d > c.maxServerDelay+time.Second {
 			t.Fatalf("pushback %q (%v), RetryInfo %v %d s %d ns: wait %v", pushback, hasPushback, hasInfo, sec, nanos, d)
 		}

@@ -61,7 +61,7 @@
 // (grpc-go does not retry then either). They read
 // google.rpc.RetryInfo from the status details the same way
 // (retry_delay is the least wait). A server's wait is capped by
-// [WithMaxServerDelay] (5 min by default: asking for more, or for more
+// [WithMaxServerWait] (5 min by default: asking for more, or for more
 // than a time.Duration holds whatever the cap, returns the error at
 // once), gets a jitter of up to min(1 s, 10%) so that clients
 // told the same wait do not return together, and ends the call at once
@@ -91,7 +91,8 @@
 //
 // # Hedging (gRFC A6)
 //
-// [UnaryHedgeInterceptor] hedges unary calls with a retry.Hedger: after
+// [WithHedging], an option of the retry interceptor, names the unary
+// methods it hedges with a retry.Hedger (the others keep their retries): after
 // the hedging delay another copy goes out, up to Policy.MaxAttempts; the
 // codes of WithCodes are the nonFatalStatusCodes; the first OK wins and
 // the others are cancelled; pushback stops hedges; every copy beyond the

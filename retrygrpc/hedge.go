@@ -11,14 +11,17 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// UnaryHedgeInterceptor returns an interceptor that hedges unary calls, as
-// gRFC A6's hedgingPolicy describes and grpc-go does not implement, with
-// retry.HedgeValue: once a copy has been outstanding h's delay
-// (hedgingDelay), another copy is sent, up to p.MaxAttempts in all
-// (maxAttempts) and h's MaxCopies in flight; the first OK wins, and the
-// other copies are cancelled. Without WithMethods every method is hedged;
-// with it, only those it names (the others are called once). Hedge only
-// methods safe to run several times at once.
+// WithHedging makes UnaryClientInterceptor (and so DialOptions) hedge the
+// unary methods named, given as full method names; with no name, every
+// method the interceptor retries (see WithMethods). Methods it does not
+// name keep their retries. Hedging is gRFC A6's hedgingPolicy, which
+// grpc-go does not implement, with retry.HedgeValue: once a copy has been
+// outstanding h's delay (hedgingDelay), another copy is sent, up to
+// p.MaxAttempts in all (maxAttempts) and h's MaxCopies in flight; the first
+// OK wins, and the other copies are cancelled. Hedge only methods safe to
+// run several times at once. A nil h hedges as the zero retry.Hedger does
+// (adaptively), with a Hedger of the interceptor's own. Calling it again
+// replaces h and adds names.
 //
 // The codes of WithCodes (by default UNAVAILABLE and RESOURCE_EXHAUSTED)
 // are A6's nonFatalStatusCodes: a copy failing with one sends the next
@@ -26,12 +29,12 @@ import (
 // copies in flight. A server's grpc-retry-pushback-ms stops further hedges
 // in the burst, and so does a google.rpc.RetryInfo; a negative pushback,
 // "do not retry", is fatal. A6 sends the next hedge once a positive
-// pushback's wait is over; here the retry after the burst waits for it. Each copy after the first carries
-// grpc-previous-rpc-attempts (HeaderPreviousAttempts), the number of
-// copies sent before it. Every copy beyond the first draws on p.Budget and
-// goes through p.Throttle (A6: hedges count against retry throttling).
-// When every copy in flight failed with a non-fatal code, the call is
-// retried after p's wait, as UnaryClientInterceptor would; with p.Initial
+// pushback's wait is over; here the retry after the burst waits for it.
+// Each copy after the first carries grpc-previous-rpc-attempts
+// (HeaderPreviousAttempts), the number of copies sent before it. Every copy
+// beyond the first draws on p.Budget and goes through p.Throttle (A6:
+// hedges count against retry throttling). When every copy in flight failed
+// with a non-fatal code, the call is retried after p's wait; with p.Initial
 // set to retry.Immediate that retry is A6's next hedge, sent at once.
 // p.MaxAttempts is not capped at A6's 5: set it (the zero Policy's is 10).
 //
@@ -43,26 +46,46 @@ import (
 // reply's type, and the winner's is merged into reply (the caller's
 // grpc.Header, grpc.Trailer and grpc.Peer options get the metadata of the
 // copy whose outcome the call returns, the winner's); a reply that is not
-// a proto.Message (a custom codec) makes the call go through
-// UnaryClientInterceptor's rules, unhedged. Streams are not hedged: a
-// stream's messages are not independent requests that can be sent twice;
-// use StreamClientInterceptor to retry them. A nil h means no hedging: the
-// interceptor is then UnaryClientInterceptor(p, opts...).
-//
-// The caller's other call options apply to every copy: a grpc.OnFinish
-// callback, for one, runs once per copy, possibly for several at once.
-// Errors are as for UnaryClientInterceptor. Do not install both
-// interceptors for the same methods: the hedges would be retried again.
-func UnaryHedgeInterceptor(p retry.Policy, h *retry.Hedger, opts ...Option) grpc.UnaryClientInterceptor {
-	plain := UnaryClientInterceptor(p, opts...)
-	if h == nil {
-		return plain
+// a proto.Message (a custom codec) makes the call go unhedged. Streams are
+// not hedged: a stream's messages are not independent requests that can be
+// sent twice; StreamClientInterceptor ignores this option. The caller's
+// other call options apply to every copy: a grpc.OnFinish callback, for
+// one, runs once per copy, possibly for several at once.
+func WithHedging(h *retry.Hedger, fullMethods ...string) Option {
+	return optionFunc(func(c *config) {
+		if h == nil {
+			h = new(retry.Hedger)
+		}
+		c.hedger = h
+		if len(fullMethods) == 0 {
+			return
+		}
+		if c.hedged == nil {
+			c.hedged = make(map[string]struct{}, len(fullMethods))
+		}
+		for _, m := range fullMethods {
+			c.hedged[m] = struct{}{}
+		}
+	})
+}
+
+// hedges reports whether method is hedged (c.hedger is set).
+func (c *config) hedges(method string) bool {
+	if c.hedged == nil {
+		return c.retriesMethod(method)
 	}
-	c := newConfig(opts)
+	_, ok := c.hedged[method]
+	return ok
+}
+
+// hedging returns the interceptor that hedges the methods of c.hedges with
+// c.hedger and hands every other call to plain, the retry interceptor.
+func hedging(p retry.Policy, c *config, plain grpc.UnaryClientInterceptor) grpc.UnaryClientInterceptor {
+	h := c.hedger
 	invalid := p.Validate()
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
 		msg, ok := reply.(proto.Message)
-		if !ok || !c.retriesMethod(method) || invalid != nil || ctx.Err() != nil {
+		if !ok || !c.hedges(method) || invalid != nil || ctx.Err() != nil {
 			return plain(ctx, method, req, reply, cc, invoker, callOpts...)
 		}
 		ctx = withoutPrevious(ctx)

@@ -82,13 +82,13 @@ func tail(t *testing.T, cc *grpc.ClientConn, calls int) (p99, p999 time.Duration
 func TestUnaryHedgeJavaExample(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &echoServer{unary: javaShape}
-		h, err := retry.NewHedger(retry.HedgeConfig{Delay: 10 * time.Millisecond})
+		h, err := retry.NewHedger(retry.HedgeConfig{FixedDelay: 10 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
 		p := retry.Policy{MaxAttempts: 3}
 		plain := serveInBubble(t, s, grpc.WithDisableRetry())
-		hedged := serveInBubble(t, s, grpc.WithChainUnaryInterceptor(retrygrpc.UnaryHedgeInterceptor(p, h)), grpc.WithDisableRetry())
+		hedged := serveInBubble(t, s, grpc.WithChainUnaryInterceptor(retrygrpc.UnaryClientInterceptor(p, retrygrpc.WithHedging(h))), grpc.WithDisableRetry())
 		b99, b999 := tail(t, plain, 2000)
 		a99, a999 := tail(t, hedged, 2000)
 		t.Logf("without hedging p99 %v, p99.9 %v; with hedging p99 %v, p99.9 %v", b99, b999, a99, a999)
@@ -105,7 +105,7 @@ func TestUnaryHedgeJavaExample(t *testing.T) {
 // Every copy after the first carries grpc-previous-rpc-attempts.
 func TestUnaryHedgeCodes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h, _ := retry.NewHedger(retry.HedgeConfig{Delay: 10 * time.Millisecond})
+		h, _ := retry.NewHedger(retry.HedgeConfig{FixedDelay: 10 * time.Millisecond})
 		s := &echoServer{unary: func(ctx context.Context, n int, in string) (string, error) {
 			switch n {
 			case 1:
@@ -117,7 +117,7 @@ func TestUnaryHedgeCodes(t *testing.T) {
 			time.Sleep(time.Millisecond)
 			return in, nil
 		}}
-		cc := serveInBubble(t, s, grpc.WithChainUnaryInterceptor(retrygrpc.UnaryHedgeInterceptor(retry.Policy{}, h)))
+		cc := serveInBubble(t, s, grpc.WithChainUnaryInterceptor(retrygrpc.UnaryClientInterceptor(retry.Policy{}, retrygrpc.WithHedging(h))))
 		start := time.Now()
 		if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
 			t.Fatal(err)
@@ -136,7 +136,7 @@ func TestUnaryHedgeCodes(t *testing.T) {
 			}
 			return "", status.Error(codes.InvalidArgument, "bad")
 		}}
-		cc2 := serveInBubble(t, s2, grpc.WithChainUnaryInterceptor(retrygrpc.UnaryHedgeInterceptor(retry.Policy{}, h)))
+		cc2 := serveInBubble(t, s2, grpc.WithChainUnaryInterceptor(retrygrpc.UnaryClientInterceptor(retry.Policy{}, retrygrpc.WithHedging(h))))
 		start = time.Now()
 		_, err := callUnary(t.Context(), cc2, methodUnary)
 		if status.Code(err) != codes.InvalidArgument || time.Since(start) != 10*time.Millisecond || s2.Calls(methodUnary) != 2 {
@@ -149,7 +149,7 @@ func TestUnaryHedgeCodes(t *testing.T) {
 // hedged.
 func TestUnaryHedgePushbackAndMethods(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h, _ := retry.NewHedger(retry.HedgeConfig{Delay: 10 * time.Millisecond})
+		h, _ := retry.NewHedger(retry.HedgeConfig{FixedDelay: 10 * time.Millisecond})
 		s := &echoServer{unary: func(ctx context.Context, n int, in string) (string, error) {
 			switch n {
 			case 1:
@@ -161,7 +161,7 @@ func TestUnaryHedgePushbackAndMethods(t *testing.T) {
 			}
 			return in, nil
 		}}
-		ic := retrygrpc.UnaryHedgeInterceptor(retry.Policy{}, h, retrygrpc.WithMethods(methodUnary))
+		ic := retrygrpc.UnaryClientInterceptor(retry.Policy{}, retrygrpc.WithHedging(h), retrygrpc.WithMethods(methodUnary))
 		cc := serveInBubble(t, s, grpc.WithChainUnaryInterceptor(ic))
 		if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
 			t.Fatal(err)
@@ -171,6 +171,39 @@ func TestUnaryHedgePushbackAndMethods(t *testing.T) {
 		}
 		if _, err := callUnary(t.Context(), cc, methodOther); err != nil || s.Calls(methodOther) != 1 {
 			t.Errorf("other method: %v, %d calls; want 1, unhedged", err, s.Calls(methodOther))
+		}
+	})
+}
+
+// WithHedging names the hedged methods in the one retry interceptor that
+// DialOptions installs: the named method is hedged, every other method
+// keeps its retries (it is not called once, as a separate hedging
+// interceptor limited by WithMethods left it).
+func TestWithHedgingKeepsOtherMethodsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, _ := retry.NewHedger(retry.HedgeConfig{FixedDelay: 10 * time.Millisecond})
+		s := &echoServer{unary: func(ctx context.Context, n int, in string) (string, error) {
+			if n == 1 {
+				time.Sleep(20 * time.Millisecond)
+				return "", status.Error(codes.Unavailable, "slow, then refused")
+			}
+			return in, nil
+		}}
+		p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 3}
+		cc := serveInBubble(t, s, retrygrpc.DialOptions(p, retrygrpc.WithHedging(h, methodUnary))...)
+		start := time.Now()
+		if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took != 10*time.Millisecond || s.Calls(methodUnary) != 2 {
+			t.Errorf("hedged method: %v, %d attempts; want 10ms (the hedge won), 2", took, s.Calls(methodUnary))
+		}
+		start = time.Now()
+		if _, err := callUnary(t.Context(), cc, methodOther); err != nil {
+			t.Fatalf("other method: %v, want a success at its retry", err)
+		}
+		if took := time.Since(start); took != 20*time.Millisecond || s.Calls(methodOther) != 2 {
+			t.Errorf("other method: %v, %d attempts; want 20ms (retried after the failure, not hedged), 2", took, s.Calls(methodOther))
 		}
 	})
 }

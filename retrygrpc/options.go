@@ -3,16 +3,18 @@ package retrygrpc
 import (
 	"time"
 
+	"github.com/retrykit/retry"
+
 	"google.golang.org/grpc/codes"
 )
 
 // Defaults used where an option is not given.
 const (
-	// DefaultMaxServerDelay is the longest wait a server may ask for through
+	// DefaultMaxServerWait is the longest wait a server may ask for through
 	// grpc-retry-pushback-ms or google.rpc.RetryInfo. A server that asks for
 	// more gets its error returned to the caller at once (as retryhttp does
 	// with Retry-After).
-	DefaultMaxServerDelay = 5 * time.Minute
+	DefaultMaxServerWait = 5 * time.Minute
 
 	// DefaultMaxBuffer is how many bytes of request messages a stream keeps
 	// so that it can replay them on a retry: 256 KiB, as in gRFC A6. A
@@ -28,7 +30,7 @@ const msgHeaderLen = 5
 
 // Option configures the interceptors. The zero configuration (no options)
 // retries UNAVAILABLE and RESOURCE_EXHAUSTED on every method, honours server
-// delays up to DefaultMaxServerDelay and buffers up to DefaultMaxBuffer bytes
+// delays up to DefaultMaxServerWait and buffers up to DefaultMaxBuffer bytes
 // per stream.
 type Option interface{ apply(*config) }
 
@@ -81,16 +83,16 @@ func WithMethods(fullMethods ...string) Option {
 	})
 }
 
-// WithMaxServerDelay sets the longest wait honoured from a server's
+// WithMaxServerWait sets the longest wait honoured from a server's
 // grpc-retry-pushback-ms trailer or google.rpc.RetryInfo detail; a server
 // that asks for more gets its error returned at once, and so does one that
 // asks for more than a time.Duration holds (ParsePushback saturates), even
 // with d = math.MaxInt64: as a *retry.Error, so that enclosing retry layers,
-// which may not see the trailer, do not retry sooner either. Zero means DefaultMaxServerDelay (5 min);
+// which may not see the trailer, do not retry sooner either. Zero means DefaultMaxServerWait (5 min);
 // negative means server delays are ignored and the policy's own waits are
 // used (a negative or malformed pushback, which means "do not retry", is
 // still obeyed).
-func WithMaxServerDelay(d time.Duration) Option {
+func WithMaxServerWait(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.maxServerDelay = d })
 }
 
@@ -109,6 +111,8 @@ type config struct {
 	methods        map[string]struct{} // nil: every method
 	maxServerDelay time.Duration
 	maxBuffer      int
+	hedger         *retry.Hedger       // WithHedging's; nil: no hedging
+	hedged         map[string]struct{} // nil: every retried method
 }
 
 const defaultCodes = 1<<codes.Unavailable | 1<<codes.ResourceExhausted
@@ -124,7 +128,7 @@ func newConfig(opts []Option) *config {
 		c.codes = defaultCodes
 	}
 	if c.maxServerDelay == 0 {
-		c.maxServerDelay = DefaultMaxServerDelay
+		c.maxServerDelay = DefaultMaxServerWait
 	}
 	if c.maxBuffer == 0 {
 		c.maxBuffer = DefaultMaxBuffer

@@ -62,7 +62,7 @@ import (
 // an attempt that the Throttle rejected was never sent and is not counted,
 // and a value in the caller's outgoing metadata is dropped, on the methods
 // that WithMethods leaves out too. A "do not retry" pushback, or a server
-// wait beyond WithMaxServerDelay, on the first failure (of opening the
+// wait beyond WithMaxServerWait, on the first failure (of opening the
 // stream or of RecvMsg) gives a *retry.Error, as on unary calls, so that
 // enclosing retry loops do not retry it either. A stream whose context has
 // already ended is opened once, as without the interceptor, and grpc-go's

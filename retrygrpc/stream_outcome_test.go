@@ -370,10 +370,10 @@ func TestStreamLocalSendFailureNotOverload(t *testing.T) {
 }
 
 // The first attempt of a stream fails to open with an error whose server
-// wait is beyond WithMaxServerDelay (from a client-side limiter
+// wait is beyond WithMaxServerWait (from a client-side limiter
 // interceptor below this one; a "do not retry" answer is refused alike).
 // Promise (StreamClientInterceptor): "A "do not retry" pushback, or a
-// server wait beyond WithMaxServerDelay, on the first failure gives a
+// server wait beyond WithMaxServerWait, on the first failure gives a
 // *retry.Error, as on unary calls, so that enclosing retry loops do not
 // retry it either."
 func TestStreamRefusedOpenGivesRetryError(t *testing.T) {

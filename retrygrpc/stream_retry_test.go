@@ -443,7 +443,7 @@ func TestStreamElapsedFromStartWithMaxElapsed(t *testing.T) {
 			mu     sync.Mutex
 			events []retry.Event
 		)
-		p := retry.Policy{Initial: time.Millisecond, Multiplier: 1, MaxDelay: time.Millisecond, Jitter: retry.NoJitter,
+		p := retry.Policy{Initial: time.Millisecond, Multiplier: 1, MaxDelay: time.Millisecond, Jitter: retry.NoJitter(),
 			MaxAttempts: 3, MaxElapsed: 10 * time.Second,
 			Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
 				mu.Lock()

@@ -11,6 +11,7 @@ import (
 )
 
 // UnaryClientInterceptor returns an interceptor that retries unary calls
+// (and hedges those that WithHedging names)
 // with the waits and stop rules of p: MaxAttempts, MaxElapsed,
 // AttemptTimeout (each attempt gets its own deadline), Budget, Throttle,
 // the nesting rule (an error that a lower retrykit layer gave up on is not
@@ -30,7 +31,7 @@ import (
 // grpc.MaxCallSendMsgSize, raised on the client before sending, is not
 // retried either: every attempt would repeat it. A server's grpc-retry-pushback-ms trailer and
 // google.rpc.RetryInfo detail set the least wait (capped, see
-// WithMaxServerDelay, plus a jitter of up to min(1 s, 10%)); a wait that
+// WithMaxServerWait, plus a jitter of up to min(1 s, 10%)); a wait that
 // would pass the context's deadline or p.MaxElapsed ends the call at once;
 // a trailer with more than one pushback value is not retried, as grpc-go
 // does not retry it.
@@ -54,7 +55,7 @@ import (
 // last attempt sent, and errors.Is(err, retry.ErrThrottled) holds). That is the case after
 // retries, when a limit of the loop refused the first retry (Budget,
 // deadline, MaxElapsed), and when the server's answer refused it: a "do
-// not retry" pushback, a wait beyond WithMaxServerDelay, or response
+// not retry" pushback, a wait beyond WithMaxServerWait, or response
 // headers on a code that is otherwise retried (ReasonPermanent), which the
 // layers above cannot see. An invalid p gives its validation error without
 // calling the method. A call whose context has already ended is made once,
@@ -80,6 +81,14 @@ import (
 // documentation for the count).
 func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInterceptor {
 	c := newConfig(opts)
+	if c.hedger != nil {
+		return hedging(p, c, retrying(p, c))
+	}
+	return retrying(p, c)
+}
+
+// retrying is UnaryClientInterceptor without hedging.
+func retrying(p retry.Policy, c *config) grpc.UnaryClientInterceptor {
 	invalid := p.Validate()
 	// plain: the first attempt is a bare call for retry.Do too (no
 	// Throttle, Budget, AttemptTimeout, Observer or time budget), so it can

@@ -139,7 +139,7 @@ func TestPushback(t *testing.T) {
 		{"garbage", 1, 0},
 		{"1.5", 1, 0},
 		{"", 1, 0},
-		{"600000", 1, 0},                  // 10 min: more than DefaultMaxServerDelay, returned at once
+		{"600000", 1, 0},                  // 10 min: more than DefaultMaxServerWait, returned at once
 		{"99999999999999999999999", 1, 0}, // beyond a Duration: more than the maximum
 	} {
 		t.Run(tc.value, func(t *testing.T) {
@@ -172,9 +172,9 @@ func TestPushback(t *testing.T) {
 	}
 }
 
-func TestPushbackIgnoredWithNegativeMaxServerDelay(t *testing.T) {
+func TestPushbackIgnoredWithNegativeMaxServerWait(t *testing.T) {
 	s := &echoServer{unary: withPushback(1, "200")}
-	cc := serve(t, s, retrygrpc.DialOptions(fast, retrygrpc.WithMaxServerDelay(-1))...)
+	cc := serve(t, s, retrygrpc.DialOptions(fast, retrygrpc.WithMaxServerWait(-1))...)
 	start := time.Now()
 	if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
 		t.Fatal(err)
@@ -184,7 +184,7 @@ func TestPushbackIgnoredWithNegativeMaxServerDelay(t *testing.T) {
 	}
 	// "Do not retry" is still obeyed.
 	s2 := &echoServer{unary: withPushback(1, "-1")}
-	cc2 := serve(t, s2, retrygrpc.DialOptions(fast, retrygrpc.WithMaxServerDelay(-1))...)
+	cc2 := serve(t, s2, retrygrpc.DialOptions(fast, retrygrpc.WithMaxServerWait(-1))...)
 	callUnary(t.Context(), cc2, methodUnary)
 	if got := s2.Calls(methodUnary); got != 1 {
 		t.Fatalf("server saw %d attempts, want 1", got)
@@ -365,7 +365,7 @@ func TestBudgetRefuses(t *testing.T) {
 	s := &echoServer{unary: failFirst(100, status.Error(codes.Unavailable, "down"))}
 	cc := serve(t, s, retrygrpc.DialOptions(p)...)
 	_, err = callUnary(t.Context(), cc, methodUnary)
-	if !errors.Is(err, retry.ErrBudgetExhausted) || status.Code(err) != codes.Unavailable {
+	if !errors.Is(err, retry.ErrBudgetRefused) || status.Code(err) != codes.Unavailable {
 		t.Fatalf("err = %v, want budget exhausted wrapping Unavailable", err)
 	}
 	if got := s.Calls(methodUnary); got != 2 {
@@ -543,7 +543,7 @@ func TestUnaryNotRetriedAfterHeaders(t *testing.T) {
 // loops, which cannot read the trailer: the error says a retry layer gave
 // up, and status.Code still gives the server's code.
 func TestPushbackStopTellsEnclosingLoops(t *testing.T) {
-	// "do not retry", and a wait of 10 min, beyond WithMaxServerDelay's 5.
+	// "do not retry", and a wait of 10 min, beyond WithMaxServerWait's 5.
 	for _, pushback := range []string{"-1", "600000"} {
 		s := &echoServer{unary: withPushback(100, pushback)}
 		cc := serve(t, s, retrygrpc.DialOptions(fast)...)
@@ -588,13 +588,13 @@ func TestPushbackStopTellsEnclosingLoops(t *testing.T) {
 }
 
 // A server delay too large for a time.Duration (the parsers saturate at
-// math.MaxInt64) is beyond any cap, WithMaxServerDelay(math.MaxInt64)
+// math.MaxInt64) is beyond any cap, WithMaxServerWait(math.MaxInt64)
 // included: the call ends at once instead of waiting 292 years. The
 // bubble's fake clock would let such a wait pass in an instant, so the
 // test looks at it.
 func TestSaturatedServerDelayEndsTheCall(t *testing.T) {
 	const huge = "99999999999999999999999" // ms: far beyond a Duration
-	opts := []retrygrpc.Option{retrygrpc.WithMaxServerDelay(math.MaxInt64)}
+	opts := []retrygrpc.Option{retrygrpc.WithMaxServerWait(math.MaxInt64)}
 	t.Run("unary", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			s := &echoServer{unary: withPushback(1, huge)}

@@ -138,7 +138,7 @@ func TestThrottledRetryKeepsLargeResponse(t *testing.T) {
 						th.SetFleet(1<<62, 0) // the retry is rejected locally
 					}
 				})}
-			tr := &retryhttp.Transport{Policy: p, MaxRetryAfter: -1}
+			tr := &retryhttp.Transport{Policy: p, MaxServerWait: -1}
 			defer tr.CloseIdleConnections()
 			req, _ := http.NewRequest(tc.method, srv.URL, nil)
 			resp, err := tr.RoundTrip(req)

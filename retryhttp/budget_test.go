@@ -73,7 +73,7 @@ func TestBudgetBurst(t *testing.T) {
 
 // TestBudgetRefusalGivesUp checks that a refused retry ends RoundTrip with
 // the server's last response (a status) or with an error matching
-// retry.ErrBudgetExhausted (a transport error).
+// retry.ErrBudgetRefused (a transport error).
 func TestBudgetRefusalGivesUp(t *testing.T) {
 	budget, err := retry.NewBudget(retry.BudgetConfig{Ratio: -1, MinPerSecond: -1})
 	if err != nil {
@@ -93,7 +93,7 @@ func TestBudgetRefusalGivesUp(t *testing.T) {
 	c2 := client(t, &retryhttp.Transport{Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: 4, Budget: budget}})
 	srv.Close()
 	_, err = c2.Get(srv.URL)
-	if !errors.Is(err, retry.ErrBudgetExhausted) {
+	if !errors.Is(err, retry.ErrBudgetRefused) {
 		t.Fatalf("err %v", err)
 	}
 }

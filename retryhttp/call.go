@@ -259,7 +259,7 @@ func (c *call) judge(r *http.Request, resp *http.Response) (*http.Response, erro
 					// loop anyway, and is what it reports.
 					return resp, retry.Permanent(e)
 				}
-				err = retry.After(e, satAdd(d, retryAfterJitter(d)))
+				err = retry.ServerWait(e, satAdd(d, retryAfterJitter(d)))
 			}
 		}
 	}

@@ -25,11 +25,11 @@
 //	                                              (not empty or blank; nil-valued counts),
 //	                                              RetryNonIdempotent, a dial failure or a 429
 //	Retry-After                                   honoured (plus up to min(1 s, 10%) jitter) up to
-//	                                              MaxRetryAfter and the deadline; beyond, the
+//	                                              MaxServerWait and the deadline; beyond, the
 //	                                              response is returned at once
 //	body with GetBody                             replayed through GetBody, never copied
 //	body without GetBody                          buffered up to MaxBufferedBody, else sent once
-//	Retry-After too large for a time.Duration     more than MaxRetryAfter: returned at once
+//	Retry-After too large for a time.Duration     more than MaxServerWait: returned at once
 //
 // Every attempt, retried or not, goes through the policy's loop: Throttle,
 // Budget, AttemptTimeout, Observer and Logger see it as retry.Do's would.

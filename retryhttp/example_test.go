@@ -23,7 +23,7 @@ func ExampleTransport() {
 	defer srv.Close()
 
 	client := &http.Client{Transport: &retryhttp.Transport{
-		Policy: retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 4},
+		Policy: retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 4},
 	}}
 	resp, err := client.Get(srv.URL)
 	if err != nil {
@@ -138,7 +138,7 @@ func ExampleTransport_hedge() {
 	}))
 	defer srv.Close()
 
-	h, err := retry.NewHedger(retry.HedgeConfig{Delay: 10 * time.Millisecond, MaxCopies: 2})
+	h, err := retry.NewHedger(retry.HedgeConfig{FixedDelay: 10 * time.Millisecond, MaxCopies: 2})
 	if err != nil {
 		fmt.Println(err)
 		return

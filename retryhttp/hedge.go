@@ -112,7 +112,7 @@ func (c *call) hedgeCopy(cctx context.Context, hs *hedgeState) (resp *http.Respo
 				// This copy cannot be sent, but another may still win:
 				// not a fatal answer that would cancel it. No more
 				// hedges in this burst (a server wait of zero).
-				return nil, retry.After(&getBodyError{err}, 0)
+				return nil, retry.ServerWait(&getBodyError{err}, 0)
 			}
 			return nil, retry.Permanent(&getBodyError{err})
 		}
@@ -209,7 +209,7 @@ func (c *call) hedgeCopy(cctx context.Context, hs *hedgeState) (resp *http.Respo
 				if d > max || d == maxDuration {
 					return resp, retry.Permanent(e)
 				}
-				return resp, retry.After(e, satAdd(d, retryAfterJitter(d)))
+				return resp, retry.ServerWait(e, satAdd(d, retryAfterJitter(d)))
 			}
 		}
 	}

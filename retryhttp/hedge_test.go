@@ -78,7 +78,7 @@ func (s *hedgeServer) seen() []int {
 
 func hedger(t *testing.T, d time.Duration, copies int) *retry.Hedger {
 	t.Helper()
-	h, err := retry.NewHedger(retry.HedgeConfig{Delay: d, MaxCopies: copies})
+	h, err := retry.NewHedger(retry.HedgeConfig{FixedDelay: d, MaxCopies: copies})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,7 +104,7 @@ func TestMiddlewareLeavesSuccessAlone(t *testing.T) {
 // one that a lower layer marked Retry-Exhausted is not retried and counts
 // as an inner loop's error (ReasonExhausted, as retry.Do reports it), not
 // as a permanent one; a last attempt's 503 whose Retry-After exceeds
-// MaxRetryAfter ends on the attempt limit (ReasonAttempts), as any last
+// MaxServerWait ends on the attempt limit (ReasonAttempts), as any last
 // 503 does.
 func TestGiveUpReasonOfResponses(t *testing.T) {
 	for _, tc := range []struct {

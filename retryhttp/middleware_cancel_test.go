@@ -28,7 +28,7 @@ func TestMiddlewareCancelledCallAfterTimeoutAttemptNotMarked(t *testing.T) {
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		out := &http.Client{Transport: &retryhttp.Transport{Base: base, Policy: retry.Policy{
-			Initial: time.Millisecond, MaxAttempts: 5, Jitter: retry.NoJitter,
+			Initial: time.Millisecond, MaxAttempts: 5, Jitter: retry.NoJitter(),
 			Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
 				if e.Kind == retry.EventRetry && e.Attempt == 2 {
 					cancel() // a sibling failed: the handler gives up its call

@@ -25,7 +25,7 @@ func TestMiddlewareMarksCallRetriedUntilDeadline(t *testing.T) {
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
 	out := &http.Client{Transport: &retryhttp.Transport{Base: base,
-		Policy: retry.Policy{Initial: time.Millisecond, MaxAttempts: 4, Jitter: retry.NoJitter}}}
+		Policy: retry.Policy{Initial: time.Millisecond, MaxAttempts: 4, Jitter: retry.NoJitter()}}}
 	var callErr atomic.Value
 	resp := getThroughMiddleware(t, func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 150*time.Millisecond)

@@ -20,7 +20,7 @@ const maxRetryAfterSeconds = int64(maxDuration / time.Second)
 // the past gives (0, true). A wait longer than a time.Duration holds
 // (delta-seconds above 9223372036, a date more than about 292 years
 // ahead) saturates: it gives the largest Duration, math.MaxInt64, and
-// true; a [Transport] treats that as more than any MaxRetryAfter. Empty,
+// true; a [Transport] treats that as more than any MaxServerWait. Empty,
 // negative, fractional and garbage values give (0, false). The result is
 // never negative, and it never panics.
 func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {

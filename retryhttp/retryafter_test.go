@@ -121,7 +121,7 @@ func TestRetryAfterWaits(t *testing.T) {
 func TestRetryAfterAboveMax(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := &fakeRT{status: 503, retryAfter: func() string { return "61" }}
-		tr := &retryhttp.Transport{Base: rt, Policy: retry.Policy{Initial: retry.Immediate}, MaxRetryAfter: time.Minute}
+		tr := &retryhttp.Transport{Base: rt, Policy: retry.Policy{Initial: retry.Immediate}, MaxServerWait: time.Minute}
 		req, _ := http.NewRequest("GET", "http://127.0.0.1/x", nil)
 		start := time.Now()
 		resp, err := tr.RoundTrip(req)
@@ -205,7 +205,7 @@ func TestRetryAfterOnTheWire(t *testing.T) {
 }
 
 // Item 4: a Retry-After beyond what a Duration holds is more than
-// MaxRetryAfter; no sum wraps around to an early retry.
+// MaxServerWait; no sum wraps around to an early retry.
 func TestRetryAfterOverflow(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -230,7 +230,7 @@ func TestRetryAfterOverflow(t *testing.T) {
 func retryAfterOnce(t *testing.T, value string, max time.Duration) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := &fakeRT{status: 503, retryAfter: func() string { return value }}
-		tr := &retryhttp.Transport{Base: rt, Policy: retry.Policy{Initial: retry.Immediate}, MaxRetryAfter: max}
+		tr := &retryhttp.Transport{Base: rt, Policy: retry.Policy{Initial: retry.Immediate}, MaxServerWait: max}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, "GET", "http://127.0.0.1/x", nil)

@@ -120,7 +120,7 @@ func soak(t *testing.T, requests int, retryNonIdempotent bool) (duplicated int) 
 		Policy: retry.Policy{
 			Initial:        time.Millisecond,
 			MaxDelay:       20 * time.Millisecond,
-			Jitter:         retry.FullJitter,
+			Jitter:         retry.FullJitter(),
 			MaxAttempts:    soakMaxAttempts,
 			AttemptTimeout: time.Second,
 			MaxElapsed:     budget - time.Second,
@@ -135,7 +135,7 @@ func soak(t *testing.T, requests int, retryNonIdempotent bool) (duplicated int) 
 				}
 			}),
 		},
-		MaxRetryAfter:      50 * time.Millisecond,
+		MaxServerWait:      50 * time.Millisecond,
 		MaxBufferedBody:    64 << 10,
 		RetryNonIdempotent: retryNonIdempotent,
 	}

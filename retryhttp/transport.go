@@ -11,9 +11,9 @@ import (
 
 // Defaults used where a [Transport] field is zero.
 const (
-	// DefaultMaxRetryAfter is the longest Retry-After the transport honours
+	// DefaultMaxServerWait is the longest Retry-After the transport honours
 	// by default (Envoy ignores values above 300 s too).
-	DefaultMaxRetryAfter = 5 * time.Minute
+	DefaultMaxServerWait = 5 * time.Minute
 	// DefaultMaxBufferedBody is the largest request body without GetBody
 	// that the transport buffers by default so that it can be replayed.
 	DefaultMaxBufferedBody int64 = 1 << 20
@@ -71,7 +71,7 @@ const (
 // Retry-After (any retried status): the transport waits at least what the
 // server asks, plus a jitter of uniform 0..min(1 s, 10% of the wait) so that
 // clients given the same HTTP-date do not return in one wave. When the server
-// asks for more than MaxRetryAfter (a value too large for a time.Duration
+// asks for more than MaxServerWait (a value too large for a time.Duration
 // always counts as more), or more than fits before the context's deadline
 // or Policy.MaxElapsed, the server's response is returned at once. No wait
 // overflows or goes negative.
@@ -142,11 +142,11 @@ type Transport struct {
 	// answered 429.
 	RetryNonIdempotent bool
 
-	// MaxRetryAfter is the longest Retry-After wait honoured; a server that
+	// MaxServerWait is the longest Retry-After wait honoured; a server that
 	// asks for more gets its response returned to the caller at once. Zero
-	// means DefaultMaxRetryAfter (5 min); negative means Retry-After
+	// means DefaultMaxServerWait (5 min); negative means Retry-After
 	// headers are ignored and the policy's own waits are used.
-	MaxRetryAfter time.Duration
+	MaxServerWait time.Duration
 
 	// MaxBufferedBody is the largest request body without GetBody that is
 	// buffered in memory so it can be replayed. Zero means
@@ -207,10 +207,10 @@ func (t *Transport) retryStatus(code int) bool {
 }
 
 func (t *Transport) maxRetryAfter() time.Duration {
-	if t.MaxRetryAfter == 0 {
-		return DefaultMaxRetryAfter
+	if t.MaxServerWait == 0 {
+		return DefaultMaxServerWait
 	}
-	return t.MaxRetryAfter
+	return t.MaxServerWait
 }
 
 func (t *Transport) maxBufferedBody() int64 {

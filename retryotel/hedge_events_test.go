@@ -33,7 +33,7 @@ func TestInstrumentHedgesMatchEvents(t *testing.T) {
 		})
 		b, _ := retry.NewBudget(retry.BudgetConfig{Ratio: 0.2, MinPerSecond: -1})
 		p := retryotel.Instrument(retry.Policy{Observer: rec, Budget: b, Initial: retry.Immediate, MaxAttempts: 4}, "op", retryotel.WithMeterProvider(mp))
-		h, err := retry.NewHedger(retry.HedgeConfig{Delay: 10 * time.Millisecond, MaxCopies: 3})
+		h, err := retry.NewHedger(retry.HedgeConfig{FixedDelay: 10 * time.Millisecond, MaxCopies: 3})
 		if err != nil {
 			t.Fatal(err)
 		}

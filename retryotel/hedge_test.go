@@ -20,7 +20,7 @@ import (
 func TestInstrumentHedges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mp, r := newMeter(t)
-		h, err := retry.NewHedger(retry.HedgeConfig{Delay: 10 * time.Millisecond, MaxCopies: 2})
+		h, err := retry.NewHedger(retry.HedgeConfig{FixedDelay: 10 * time.Millisecond, MaxCopies: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +75,7 @@ func TestNewTransportHedges(t *testing.T) {
 	defer srv.Close()
 	mp, reader := newMeter(t)
 	tp, sr := newTracer(t)
-	h, err := retry.NewHedger(retry.HedgeConfig{Delay: 20 * time.Millisecond, MaxCopies: 2})
+	h, err := retry.NewHedger(retry.HedgeConfig{FixedDelay: 20 * time.Millisecond, MaxCopies: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func reasonAttr(v string) attribute.KeyValue { return retryotel.AttrReason.Strin
 
 // fast is a policy with exact waits of 10 ms, 20 ms, 40 ms, …
 func fast(attempts int) retry.Policy {
-	return retry.Policy{Initial: 10 * time.Millisecond, MaxDelay: time.Second, Jitter: retry.NoJitter, MaxAttempts: attempts}
+	return retry.Policy{Initial: 10 * time.Millisecond, MaxDelay: time.Second, Jitter: retry.NoJitter(), MaxAttempts: attempts}
 }
 
 // failing returns an op that fails its first n calls with err, then

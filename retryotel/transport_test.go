@@ -107,7 +107,7 @@ func newSetup(t *testing.T, p retry.Policy) setup {
 }
 
 func fastHTTP(attempts int) retry.Policy {
-	return retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: attempts}
+	return retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: attempts}
 }
 
 // clientSpans returns the spans the transport started, in start order.

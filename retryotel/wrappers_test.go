@@ -112,13 +112,13 @@ func TestTransportPropagatorReadPerAttempt(t *testing.T) {
 // including one that ends on a retryable status after MaxAttempts (the
 // last 503 is returned as a response with a nil error; it counts with
 // retry.reason = attempts)". When that last 503 carries a Retry-After
-// longer than MaxRetryAfter, judge marks it Permanent before the attempt
+// longer than MaxServerWait, judge marks it Permanent before the attempt
 // limit is considered, and the call counts with reason permanent.
 func TestTransportLastRetryAfterCountsAsAttempts(t *testing.T) {
 	withTraceContext(t)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get(retryhttp.HeaderAttempt) == "3" {
-			w.Header().Set("Retry-After", "3600") // more than DefaultMaxRetryAfter
+			w.Header().Set("Retry-After", "3600") // more than DefaultMaxServerWait
 		}
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))

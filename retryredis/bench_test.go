@@ -41,7 +41,7 @@ func BenchmarkGet(b *testing.B) {
 	b.Run("impl=retryredis", func(b *testing.B) {
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1})
 		defer c.Close()
-		if err := retryredis.Instrument(ctx, c, retry.Policy{}); err != nil {
+		if err := retryredis.AddHook(ctx, c, retry.Policy{}); err != nil {
 			b.Fatal(err)
 		}
 		run(b, c)
@@ -74,7 +74,7 @@ func BenchmarkPipeline(b *testing.B) {
 	b.Run("impl=retryredis", func(b *testing.B) {
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1})
 		defer c.Close()
-		if err := retryredis.Instrument(ctx, c, retry.Policy{}); err != nil {
+		if err := retryredis.AddHook(ctx, c, retry.Policy{}); err != nil {
 			b.Fatal(err)
 		}
 		run(b, c)
@@ -95,7 +95,7 @@ func BenchmarkGetPaired(b *testing.B) {
 	defer bare.Close()
 	hooked := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1})
 	defer hooked.Close()
-	if err := retryredis.Instrument(ctx, hooked, retry.Policy{}); err != nil {
+	if err := retryredis.AddHook(ctx, hooked, retry.Policy{}); err != nil {
 		b.Fatal(err)
 	}
 	if err := bare.Set(ctx, "k", "v", 0).Err(); err != nil {

@@ -10,7 +10,7 @@
 // proxy that loses 20 % of the replies, 1,000 INCR calls left the counter
 // at 1,288 (see docs/redis.md).
 //
-// [Instrument] replaces that layer with a [retry.Policy]: it refuses a
+// [AddHook] replaces that layer with a [retry.Policy]: it refuses a
 // client whose MaxRetries is not -1 or whose DialerRetries is not 1 (two
 // layers would multiply attempts, and dials) and adds a hook that runs every command, pipeline and MULTI/EXEC
 // transaction through retry.Do, so the policy's waits, MaxAttempts,
@@ -33,7 +33,7 @@
 //     progress), NOREPLICAS, or "ERR max number of clients reached";
 //   - was written but its reply was lost (EOF, reset, read timeout; errors
 //     match [ErrMaybeApplied]), and it is safe to repeat: read-only by the
-//     server's own command table (read once with COMMAND by Instrument,
+//     server's own command table (read once with COMMAND by AddHook,
 //     with a built-in table of Redis 7's read-only commands as fallback),
 //     harmless (PING, ECHO, TIME, INFO, LASTSAVE), an idempotent write of
 //     the list below, named by [WithIdempotent], or sent with a context from
@@ -108,7 +108,7 @@
 // bounds the wait for a pooled connection and the dial. A timed-out attempt
 // may have been applied: it is retried only when the command is safe.
 //
-// Instrument supports *redis.Client (including clients
+// AddHook supports *redis.Client (including clients
 // from NewFailoverClient). Cluster clients are not supported: go-redis
 // follows MOVED and ASK redirects and retries network errors and
 // CLUSTERDOWN/TRYAGAIN in one loop bounded by ClusterOptions.MaxRedirects,
@@ -128,8 +128,8 @@
 //
 // # Sharing a budget across a fleet
 //
-// [ShareBudget] and [ShareThrottle] make a retry.Budget or retry.Throttle
-// in each process decide as one shared by every process that uses the
+// retryshare.Budget and retryshare.Throttle, given the client through
+// [ShareStore], make a retry.Budget or retry.Throttle in each process decide as one shared by every process that uses the
 // same key prefix on the same Redis (or Valkey, or Memorystore) server.
 // Requests never wait on the server: each process decides from its own
 // counts plus the fleet's counts as of the last background sync (one

@@ -28,7 +28,7 @@ var (
 	// lost its reply.
 	ErrMaybeApplied = errors.New("retryredis: command may have been applied")
 
-	// ErrClientRetries is wrapped by the error of Instrument for a client
+	// ErrClientRetries is wrapped by the error of AddHook for a client
 	// whose own retry loops are on (Options.MaxRetries other than -1, or
 	// Options.DialerRetries other than 1): two retry layers would multiply
 	// the attempts.

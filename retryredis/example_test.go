@@ -12,21 +12,21 @@ import (
 	"github.com/retrykit/retry/retryredis"
 )
 
-// Instrument refuses a client that retries by itself; with MaxRetries -1
+// AddHook refuses a client that retries by itself; with MaxRetries -1
 // and DialerRetries 1 retrykit becomes its one retry layer. (The address is a closed port, so
 // the server's command table cannot be read and the built-in one is used.)
-func ExampleInstrument() {
+func ExampleAddHook() {
 	ctx := context.Background()
 	p := retry.Policy{Initial: 50 * time.Millisecond, MaxDelay: 2 * time.Second, MaxAttempts: 5}
 
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
-	err := retryredis.Instrument(ctx, c, p)
+	err := retryredis.AddHook(ctx, c, p)
 	fmt.Println(errors.Is(err, retryredis.ErrClientRetries))
 
 	c2 := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
 	defer c2.Close()
-	fmt.Println(retryredis.Instrument(ctx, c2, p))
+	fmt.Println(retryredis.AddHook(ctx, c2, p))
 	// Output:
 	// true
 	// <nil>
@@ -63,7 +63,7 @@ func ExampleMarkSafe() {
 func ExampleWithIdempotent() {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
 	defer c.Close()
-	err := retryredis.Instrument(context.Background(), c, retry.Policy{}, retryredis.WithIdempotent("mymodule.put"))
+	err := retryredis.AddHook(context.Background(), c, retry.Policy{}, retryredis.WithIdempotent("mymodule.put"))
 	fmt.Println(err)
 	// Output: <nil>
 }

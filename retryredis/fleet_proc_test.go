@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/fleettest"
 	"github.com/retrykit/retry/retryredis"
 	"go.uber.org/goleak"
@@ -23,49 +22,14 @@ var fleetAdapter = fleettest.Adapter{
 		// sync, and a pool larger than the failed dials of the outage, so
 		// that go-redis's dial circuit (after PoolSize failed dials it
 		// probes once per second) does not delay the rejoin.
-		return fleetClient{redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 100 * time.Millisecond,
+		return fleetClient(redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 100 * time.Millisecond,
 			ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond, MaxRetries: -1,
-			DialerRetries: 1, PoolSize: 100})}, nil
+			DialerRetries: 1, PoolSize: 100})), nil
 	},
 	Leaks: func() error { return goleak.Find() },
 }
 
-type fleetClient struct{ rdb *redis.Client }
-
-func (c fleetClient) ShareBudget(prefix string, b *retry.Budget, o fleettest.ShareOptions) (fleettest.Share, error) {
-	return fleetShare(retryredis.ShareBudget(c.rdb, prefix, b, shareOptions(o)...))
-}
-
-func (c fleetClient) ShareThrottle(prefix string, t *retry.Throttle, o fleettest.ShareOptions) (fleettest.Share, error) {
-	return fleetShare(retryredis.ShareThrottle(c.rdb, prefix, t, shareOptions(o)...))
-}
-
-func shareOptions(o fleettest.ShareOptions) []retryredis.ShareOption {
-	var opts []retryredis.ShareOption
-	if o.Logger != nil {
-		opts = append(opts, retryredis.WithLogger(o.Logger))
-	}
-	if o.SyncInterval != 0 {
-		opts = append(opts, retryredis.WithSyncInterval(o.SyncInterval))
-	}
-	if o.SyncTimeout != 0 {
-		opts = append(opts, retryredis.WithSyncTimeout(o.SyncTimeout))
-	}
-	return opts
-}
-
-func (c fleetClient) Close() { c.rdb.Close() }
-
-func fleetShare(s *retryredis.Share, err error) (fleettest.Share, error) {
-	if err != nil {
-		return nil, err
-	}
-	return shareCounts{s}, nil
-}
-
-type shareCounts struct{ *retryredis.Share }
-
-func (s shareCounts) Counts() (syncs, failures, fallbacks int64) {
-	st := s.Stats()
-	return st.Syncs, st.Failures, st.Fallbacks
+// fleetClient adapts c to the harness.
+func fleetClient(c *redis.Client) fleettest.Client {
+	return fleettest.Client{Store: retryredis.ShareStore(c), Close: func() { c.Close() }}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/retrykit/retry"
 )
 
-// Option configures Instrument.
+// Option configures AddHook.
 type Option interface{ apply(*config) }
 
 type config struct {
@@ -35,11 +35,11 @@ func WithIdempotent(names ...string) Option {
 	return optionFunc(func(c *config) { c.idempotent = append(c.idempotent, names...) })
 }
 
-// instrumented remembers the clients that already have the hook, so that
-// Instrument cannot stack two retry layers on one client.
-var instrumented sync.Map // weak.Pointer[redis.Client] -> struct{}
+// hooked remembers the clients that already have the hook, so that
+// AddHook cannot stack two retry layers on one client.
+var hooked sync.Map // weak.Pointer[redis.Client] -> struct{}
 
-// Instrument makes p the one retry layer of c: it adds a hook that retries
+// AddHook makes p the one retry layer of c: it adds a hook that retries
 // commands, pipelines and transactions as the package documentation
 // describes, with p's waits and stop rules, Budget, Throttle and Observer.
 //
@@ -49,16 +49,16 @@ var instrumented sync.Map // weak.Pointer[redis.Client] -> struct{}
 // means 5 dials 100 ms apart, without jitter, for every connection it
 // opens, which the policy's retries of an unsent command would multiply).
 // It also refuses an invalid p (the error of
-// p.Validate) and a client that was already instrumented. go-redis's
+// p.Validate) and a client that already has the hook. go-redis's
 // Client.WithTimeout returns a copy without the client's hooks, so without
-// this retry layer: instrument the copy too, or bound calls with their
+// this retry layer: add the hook to the copy too, or bound calls with their
 // contexts instead. ctx bounds the
 // one COMMAND call that reads the server's command table; when it fails,
 // a built-in table of read-only commands is used and the hook tries again
 // at most every 30 s, after a successful command.
-func Instrument(ctx context.Context, c *redis.Client, p retry.Policy, opts ...Option) error {
+func AddHook(ctx context.Context, c *redis.Client, p retry.Policy, opts ...Option) error {
 	if c == nil {
-		return fmt.Errorf("retryredis: Instrument: nil client")
+		return fmt.Errorf("retryredis: AddHook: nil client")
 	}
 	if err := p.Validate(); err != nil {
 		return err
@@ -70,10 +70,10 @@ func Instrument(ctx context.Context, c *redis.Client, p retry.Policy, opts ...Op
 		return fmt.Errorf("%w: Options.DialerRetries is %d (go-redis dials up to 5 times, 100 ms apart); set it to 1 so that retrykit is the only retry layer", ErrClientRetries, n)
 	}
 	key := weak.Make(c)
-	if _, loaded := instrumented.LoadOrStore(key, struct{}{}); loaded {
-		return fmt.Errorf("retryredis: Instrument: client already instrumented")
+	if _, loaded := hooked.LoadOrStore(key, struct{}{}); loaded {
+		return fmt.Errorf("retryredis: AddHook: client already has the hook")
 	}
-	runtime.AddCleanup(c, func(k weak.Pointer[redis.Client]) { instrumented.Delete(k) }, key)
+	runtime.AddCleanup(c, func(k weak.Pointer[redis.Client]) { hooked.Delete(k) }, key)
 
 	var cfg config
 	for _, o := range opts {
@@ -92,7 +92,7 @@ func Instrument(ctx context.Context, c *redis.Client, p retry.Policy, opts ...Op
 	return nil
 }
 
-// hook is the redis.Hook that Instrument adds.
+// hook is the redis.Hook that AddHook adds.
 type hook struct {
 	policy retry.Policy
 	table  commandTable
@@ -113,7 +113,7 @@ type shareKey struct{}
 // bypass reports whether a command with ctx goes straight to the client:
 // a Share's sync, which is not retried (the next sync is the retry) and
 // must not count as a first attempt of the policy's Budget or a request
-// of its Throttle, whether the Share started before or after Instrument.
+// of its Throttle, whether the Share started before or after AddHook.
 func bypass(ctx context.Context) bool {
 	return sharing.Load() && ctx.Value(shareKey{}) != nil
 }

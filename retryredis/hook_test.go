@@ -26,7 +26,7 @@ func testPolicy() retry.Policy {
 	return retry.Policy{
 		Initial:     time.Millisecond,
 		MaxDelay:    5 * time.Millisecond,
-		Jitter:      retry.FullJitter,
+		Jitter:      retry.FullJitter(),
 		MaxAttempts: 20,
 		MaxElapsed:  10 * time.Second,
 	}
@@ -37,7 +37,7 @@ func newClient(t testing.TB, addr string, p retry.Policy, opts ...retryredis.Opt
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, PoolSize: 4})
 	t.Cleanup(func() { c.Close() })
-	if err := retryredis.Instrument(context.Background(), c, p, opts...); err != nil {
+	if err := retryredis.AddHook(context.Background(), c, p, opts...); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -169,7 +169,7 @@ func TestNotSentRetried(t *testing.T) {
 	ctx := context.Background()
 	// Back after two refused dials: fewer than PoolSize (4) failed dials in
 	// a row, after which go-redis stops dialing and probes once a second.
-	c := newClient(t, px.Addr(), retry.Policy{Initial: 2 * time.Millisecond, MaxDelay: 10 * time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 100,
+	c := newClient(t, px.Addr(), retry.Policy{Initial: 2 * time.Millisecond, MaxDelay: 10 * time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 100,
 		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
 			if e.Kind == retry.EventRetry && e.Attempt == 2 {
 				px.SetRefuse(false)
@@ -367,10 +367,10 @@ func TestRecoverUnderLoad(t *testing.T) {
 		goleak.IgnoreAnyFunction("github.com/retrykit/retry/internal/redistest.(*Server).start.func1"))
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	p := retry.Policy{Initial: 2 * time.Millisecond, MaxDelay: 50 * time.Millisecond, Jitter: retry.FullJitter,
+	p := retry.Policy{Initial: 2 * time.Millisecond, MaxDelay: 50 * time.Millisecond, Jitter: retry.FullJitter(),
 		MaxAttempts: retry.Unlimited, MaxElapsed: 5 * time.Second}
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1, PoolSize: 4})
-	if err := retryredis.Instrument(ctx, c, p); err != nil {
+	if err := retryredis.AddHook(ctx, c, p); err != nil {
 		t.Fatal(err)
 	}
 	for name, disrupt := range map[string]func(){
@@ -422,31 +422,31 @@ func TestRecoverUnderLoad(t *testing.T) {
 	c.Close()
 }
 
-func TestInstrumentRefuses(t *testing.T) {
+func TestAddHookRefuses(t *testing.T) {
 	ctx := context.Background()
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
-	if err := retryredis.Instrument(ctx, c, retry.Policy{}); !errors.Is(err, retryredis.ErrClientRetries) {
+	if err := retryredis.AddHook(ctx, c, retry.Policy{}); !errors.Is(err, retryredis.ErrClientRetries) {
 		t.Fatalf("default MaxRetries: %v; want ErrClientRetries", err)
 	}
 	c1 := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
 	defer c1.Close()
-	if err := retryredis.Instrument(ctx, c1, retry.Policy{}); !errors.Is(err, retryredis.ErrClientRetries) ||
+	if err := retryredis.AddHook(ctx, c1, retry.Policy{}); !errors.Is(err, retryredis.ErrClientRetries) ||
 		!strings.Contains(err.Error(), "DialerRetries") {
 		t.Fatalf("default DialerRetries: %v; want ErrClientRetries naming DialerRetries", err)
 	}
 	c2 := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
 	defer c2.Close()
-	if err := retryredis.Instrument(ctx, c2, retry.Policy{MaxAttempts: -5}); !errors.Is(err, retry.ErrInvalidPolicy) {
+	if err := retryredis.AddHook(ctx, c2, retry.Policy{MaxAttempts: -5}); !errors.Is(err, retry.ErrInvalidPolicy) {
 		t.Fatalf("invalid policy: %v", err)
 	}
-	if err := retryredis.Instrument(ctx, c2, retry.Policy{}); err != nil {
-		t.Fatalf("first Instrument: %v", err)
+	if err := retryredis.AddHook(ctx, c2, retry.Policy{}); err != nil {
+		t.Fatalf("first AddHook: %v", err)
 	}
-	if err := retryredis.Instrument(ctx, c2, retry.Policy{}); err == nil {
-		t.Fatal("second Instrument of the same client: want an error")
+	if err := retryredis.AddHook(ctx, c2, retry.Policy{}); err == nil {
+		t.Fatal("second AddHook on the same client: want an error")
 	}
-	if err := retryredis.Instrument(ctx, nil, retry.Policy{}); err == nil {
+	if err := retryredis.AddHook(ctx, nil, retry.Policy{}); err == nil {
 		t.Fatal("nil client accepted")
 	}
 }
@@ -490,8 +490,8 @@ func TestPolicyGuards(t *testing.T) {
 	passed, reset, _ := px.Counts("get")
 	lose.Store(1)
 	err = c2.Get(ctx, "k").Err()
-	if !errors.Is(err, retry.ErrBudgetExhausted) || !errors.Is(err, retryredis.ErrMaybeApplied) {
-		t.Fatalf("GET with a budget that grants nothing: %v; want ErrBudgetExhausted", err)
+	if !errors.Is(err, retry.ErrBudgetRefused) || !errors.Is(err, retryredis.ErrMaybeApplied) {
+		t.Fatalf("GET with a budget that grants nothing: %v; want ErrBudgetRefused", err)
 	}
 	if p2, r2, _ := px.Counts("get"); p2+r2-passed-reset != 1 {
 		t.Fatalf("proxy saw %d GETs; want 1", p2+r2-passed-reset)
@@ -519,7 +519,7 @@ func TestDialTimeoutRetried(t *testing.T) {
 	var fail atomic.Int32
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1, PoolSize: 4, Dialer: timingOutDialer(&fail)})
 	t.Cleanup(func() { c.Close() })
-	if err := retryredis.Instrument(context.Background(), c, retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3}); err != nil {
+	if err := retryredis.AddHook(context.Background(), c, retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3}); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -533,7 +533,7 @@ func TestDialTimeoutRetried(t *testing.T) {
 	fail.Store(100)
 	c = redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1, PoolSize: 4, Dialer: timingOutDialer(&fail)})
 	t.Cleanup(func() { c.Close() })
-	if err := retryredis.Instrument(ctx, c, retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3}); err != nil {
+	if err := retryredis.AddHook(ctx, c, retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3}); err != nil {
 		t.Fatal(err)
 	}
 	err := c.Incr(ctx, "k").Err()

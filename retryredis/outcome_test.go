@@ -40,7 +40,7 @@ func TestClosedInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1, PoolSize: 4})
-	if err := retryredis.Instrument(context.Background(), c, testPolicy()); err != nil {
+	if err := retryredis.AddHook(context.Background(), c, testPolicy()); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()

@@ -9,12 +9,13 @@ import (
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retryhttp"
 	"github.com/retrykit/retry/retryredis"
+	"github.com/retrykit/retry/retryshare"
 )
 
 // Every process of the fleet runs this: one Budget and one Throttle for
 // the payments backend, shared through Redis under the prefix
 // "payments-api". (Compiled, not run: it needs a server.)
-func ExampleShareBudget() {
+func ExampleShareStore() {
 	// The client is yours: address, AUTH, TLS, cluster or Sentinel. For the
 	// syncs, the client's own retries are useless (the next sync is the
 	// retry): MaxRetries -1 and one dial per sync.
@@ -25,14 +26,14 @@ func ExampleShareBudget() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	shareB, err := retryredis.ShareBudget(rdb, "payments-api", budget)
+	shareB, err := retryshare.Budget(retryredis.ShareStore(rdb), "payments-api", budget)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer shareB.Close()
 
 	var throttle retry.Throttle
-	shareT, err := retryredis.ShareThrottle(rdb, "payments-api", &throttle)
+	shareT, err := retryshare.Throttle(retryredis.ShareStore(rdb), "payments-api", &throttle)
 	if err != nil {
 		log.Fatal(err)
 	}

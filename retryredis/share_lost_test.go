@@ -12,6 +12,7 @@ import (
 	"github.com/retrykit/retry/internal/faultproxy"
 	"github.com/retrykit/retry/internal/redistest"
 	"github.com/retrykit/retry/retryredis"
+	"github.com/retrykit/retry/retryshare"
 )
 
 // TestShareLostRepliesNotCountedTwice: half the syncs' EVALSHA replies are
@@ -25,7 +26,7 @@ func TestShareLostRepliesNotCountedTwice(t *testing.T) {
 		Match: func(name string) bool { return name == "evalsha" }})
 	b, _ := retry.NewBudget(retry.BudgetConfig{})
 	const first = 1000
-	s, err := retryredis.ShareBudget(shareClient(t, px.Addr()), "lost", b, retryredis.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	s, err := retryshare.Budget(retryredis.ShareStore(shareClient(t, px.Addr())), "lost", b, retryshare.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}

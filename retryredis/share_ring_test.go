@@ -9,6 +9,7 @@ import (
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/redistest"
 	"github.com/retrykit/retry/retryredis"
+	"github.com/retrykit/retry/retryshare"
 )
 
 // A Ring sends the keyless SCRIPT LOAD to a random shard while EVALSHA
@@ -28,7 +29,7 @@ func TestShareRingScriptFlushed(t *testing.T) {
 		ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond, MaxRetries: -1, DialerRetries: 1})
 	defer ring.Close()
 	b, _ := retry.NewBudget(retry.BudgetConfig{})
-	s, err := retryredis.ShareBudget(ring, "ring", b)
+	s, err := retryshare.Budget(retryredis.ShareStore(ring), "ring", b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,6 @@ func TestShareSlowServer(t *testing.T) {
 	fleettest.ShareSlowServer(t, func(t *testing.T, addr string) fleettest.Client {
 		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
 		t.Cleanup(func() { c.Close() })
-		return fleetClient{c}
+		return fleetClient(c)
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/fleettest"
 	"github.com/retrykit/retry/retryredis"
+	"github.com/retrykit/retry/retryshare"
 	"go.uber.org/goleak"
 )
 
@@ -20,7 +21,7 @@ func shareClient(t *testing.T, addr string) *redis.Client {
 }
 
 // shareDial adapts shareClient for the shared tests in internal/fleettest.
-func shareDial(t *testing.T, addr string) fleettest.Client { return fleetClient{shareClient(t, addr)} }
+func shareDial(t *testing.T, addr string) fleettest.Client { return fleetClient(shareClient(t, addr)) }
 
 var waitFor = fleettest.WaitFor
 
@@ -49,8 +50,8 @@ func TestShareFallbackAndRejoin(t *testing.T) { fleettest.ShareFallbackAndRejoin
 func TestShareErrors(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()
-	fleettest.ShareErrors(t, "retryredis", fleetClient{c}, func(b *retry.Budget) error {
-		_, err := retryredis.ShareBudget(nil, "p", b)
+	fleettest.ShareErrors(t, "retryshare", fleetClient(c), func(b *retry.Budget) error {
+		_, err := retryshare.Budget(retryredis.ShareStore(nil), "p", b)
 		return err
 	})
 }
@@ -66,15 +67,15 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
 }
 
-// TestShareThroughInstrumentedClient: a Share over a client that
-// Instrument made retrykit's, with the shared Budget and Throttle in its
+// TestShareThroughHookedClient: a Share over a client that
+// AddHook made retrykit's, with the shared Budget and Throttle in its
 // policy: the syncs bypass the hook and count in neither.
-func TestShareThroughInstrumentedClient(t *testing.T) {
+func TestShareThroughHookedClient(t *testing.T) {
 	fleettest.ShareThroughRetryClient(t, func(t *testing.T, addr string, p retry.Policy) fleettest.Client {
 		c := shareClient(t, addr)
-		if err := retryredis.Instrument(context.Background(), c, p); err != nil {
+		if err := retryredis.AddHook(context.Background(), c, p); err != nil {
 			t.Fatal(err)
 		}
-		return fleetClient{c}
+		return fleetClient(c)
 	})
 }

@@ -149,7 +149,7 @@ func TestBackendLatency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := retrytest.NewBackend(retrytest.Reply{Latency: time.Minute}, retrytest.Reply{Latency: time.Second})
 		start := time.Now()
-		p := retry.Policy{AttemptTimeout: 10 * time.Second, Jitter: retry.NoJitter}
+		p := retry.Policy{AttemptTimeout: 10 * time.Second, Jitter: retry.NoJitter()}
 		if s, err := get(t.Context(), t, b, p, "http://svc.test/slow"); s != 200 || err != nil {
 			t.Fatalf("%d, %v", s, err)
 		}

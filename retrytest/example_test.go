@@ -59,7 +59,7 @@ func ExampleReply_lost() {
 // A Recorder reads a call's events in one line.
 func ExampleRecorder() {
 	var rec retrytest.Recorder
-	p := retry.Policy{Initial: time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 3, Observer: &rec}
+	p := retry.Policy{Initial: time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 3, Observer: &rec}
 	retry.Do(context.Background(), p, func(context.Context) error { return errors.New("down") })
 	fmt.Println(rec.Attempts(), rec.Waits(), rec.Reason())
 	fmt.Println(rec.Last())

@@ -11,7 +11,7 @@ import (
 // NoWaits returns p with no computed waits (Initial set to
 // [retry.Immediate]), for unit tests that check what is retried and when
 // a call gives up, not how long it waits. Every other field is kept. A
-// server's wait ([retry.After], a Retry-After) is still honoured: run the
+// server's wait ([retry.ServerWait], a Retry-After) is still honoured: run the
 // test in a synctest bubble to make it instant, or check it through a
 // [Recorder].
 func NoWaits(p retry.Policy) retry.Policy {

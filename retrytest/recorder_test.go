@@ -34,7 +34,7 @@ func failing(n int) func(context.Context) error {
 func TestRecorderCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var rec retrytest.Recorder
-		p := retry.Policy{Initial: time.Second, Jitter: retry.NoJitter, MaxAttempts: 3, Observer: &rec}
+		p := retry.Policy{Initial: time.Second, Jitter: retry.NoJitter(), MaxAttempts: 3, Observer: &rec}
 		ctx := t.Context()
 		retry.Do(ctx, p, failing(1))
 		retry.Do(ctx, p, failing(5))
@@ -80,7 +80,7 @@ func TestRecorderHedges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var rec retrytest.Recorder
 		p := retry.Policy{MaxAttempts: 3, Observer: &rec}
-		h, err := retry.NewHedger(retry.HedgeConfig{Delay: 10 * time.Millisecond})
+		h, err := retry.NewHedger(retry.HedgeConfig{FixedDelay: 10 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +151,7 @@ func TestNoWaits(t *testing.T) {
 		err := retry.Do(t.Context(), p, func(context.Context) error {
 			n++
 			if n == 1 {
-				return retry.After(errDown, 5*time.Second)
+				return retry.ServerWait(errDown, 5*time.Second)
 			}
 			return errDown
 		})

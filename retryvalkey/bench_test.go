@@ -42,7 +42,7 @@ func BenchmarkGet(b *testing.B) {
 		run(b, c)
 	})
 	b.Run("impl=retryvalkey", func(b *testing.B) {
-		c, err := retryvalkey.NewClient(option(srv.Addr()), retry.Policy{})
+		c, err := retryvalkey.NewClient(context.Background(), option(srv.Addr()), retry.Policy{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -72,7 +72,7 @@ func BenchmarkSet(b *testing.B) {
 		run(b, c)
 	})
 	b.Run("impl=retryvalkey", func(b *testing.B) {
-		c, err := retryvalkey.NewClient(option(srv.Addr()), retry.Policy{})
+		c, err := retryvalkey.NewClient(context.Background(), option(srv.Addr()), retry.Policy{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func BenchmarkIncr(b *testing.B) {
 		run(b, c)
 	})
 	b.Run("impl=retryvalkey", func(b *testing.B) {
-		c, err := retryvalkey.NewClient(option(srv.Addr()), retry.Policy{})
+		c, err := retryvalkey.NewClient(context.Background(), option(srv.Addr()), retry.Policy{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -125,7 +125,7 @@ func BenchmarkGetPaired(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer bare.Close()
-	wrapped, err := retryvalkey.NewClient(option(srv.Addr()), retry.Policy{})
+	wrapped, err := retryvalkey.NewClient(context.Background(), option(srv.Addr()), retry.Policy{})
 	if err != nil {
 		b.Fatal(err)
 	}

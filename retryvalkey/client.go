@@ -38,14 +38,19 @@ import (
 // with the call's context, so a per-attempt timeout cannot be applied) or
 // DecorrelatedJitter (valkey-go does not tell RetryDelay the previous
 // wait).
-func NewClient(opt valkey.ClientOption, p retry.Policy) (valkey.Client, error) {
+//
+// ctx bounds the one COMMAND call that reads the server's command table
+// (at most opt.Dialer.Timeout, 5 s without one); when it fails, a built-in
+// table of read-only commands is used. valkey-go's own dial, in
+// valkey.NewClient, takes no context.
+func NewClient(ctx context.Context, opt valkey.ClientOption, p retry.Policy) (valkey.Client, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	switch {
 	case p.AttemptTimeout != 0:
 		return nil, fmt.Errorf("retryvalkey: Policy.AttemptTimeout %v: valkey-go runs every attempt with the call's context; bound attempts with ClientOption.ConnWriteTimeout or the context", p.AttemptTimeout)
-	case p.Jitter == retry.DecorrelatedJitter:
+	case p.Jitter == retry.DecorrelatedJitter():
 		return nil, errors.New("retryvalkey: Policy.Jitter DecorrelatedJitter: valkey-go does not pass the previous wait to RetryDelay")
 	case opt.DisableRetry:
 		return nil, errors.New("retryvalkey: ClientOption.DisableRetry is set: valkey-go's retry loop is the one retrykit drives")
@@ -59,18 +64,18 @@ func NewClient(opt valkey.ClientOption, p retry.Policy) (valkey.Client, error) {
 		return nil, err
 	}
 	return &client{Client: c, r: r, cluster: c.Mode() == valkey.ClientModeCluster,
-		readOnly: commandTable(c, opt)}, nil
+		readOnly: commandTable(ctx, c, opt)}, nil
 }
 
 // commandTable reads the server's command table (COMMAND) once, and
 // returns which commands it flags read-only, by lower-case name; nil when
 // it cannot be read (then rediscmd's built-in table is used).
-func commandTable(c valkey.Client, opt valkey.ClientOption) map[string]bool {
+func commandTable(ctx context.Context, c valkey.Client, opt valkey.ClientOption) map[string]bool {
 	timeout := opt.Dialer.Timeout
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	infos, err := c.Do(ctx, c.B().Command().Build()).ToArray()
 	if err != nil || len(infos) == 0 {

@@ -23,7 +23,7 @@ func testPolicy() retry.Policy {
 	return retry.Policy{
 		Initial:     time.Millisecond,
 		MaxDelay:    5 * time.Millisecond,
-		Jitter:      retry.FullJitter,
+		Jitter:      retry.FullJitter(),
 		MaxAttempts: 20,
 	}
 }
@@ -34,7 +34,7 @@ func option(addr string) valkey.ClientOption {
 
 func newClient(t testing.TB, addr string, p retry.Policy) valkey.Client {
 	t.Helper()
-	c, err := retryvalkey.NewClient(option(addr), p)
+	c, err := retryvalkey.NewClient(context.Background(), option(addr), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,9 +163,9 @@ func TestRecoverUnderLoad(t *testing.T) {
 		goleak.IgnoreAnyFunction("github.com/retrykit/retry/internal/redistest.(*Server).start.func1"))
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	p := retry.Policy{Initial: 2 * time.Millisecond, MaxDelay: 50 * time.Millisecond, Jitter: retry.FullJitter,
+	p := retry.Policy{Initial: 2 * time.Millisecond, MaxDelay: 50 * time.Millisecond, Jitter: retry.FullJitter(),
 		MaxAttempts: retry.Unlimited, MaxElapsed: 5 * time.Second}
-	c, err := retryvalkey.NewClient(option(srv.Addr()), p)
+	c, err := retryvalkey.NewClient(context.Background(), option(srv.Addr()), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,10 +228,10 @@ func TestNewClientRefuses(t *testing.T) {
 		"DisableRetry":       {valkey.ClientOption{InitAddress: []string{srv.Addr()}, DisableRetry: true}, retry.Policy{}},
 		"RetryDelay":         {valkey.ClientOption{InitAddress: []string{srv.Addr()}, RetryDelay: func(int, valkey.Completed, error) time.Duration { return 0 }}, retry.Policy{}},
 		"AttemptTimeout":     {option(srv.Addr()), retry.Policy{AttemptTimeout: time.Second}},
-		"DecorrelatedJitter": {option(srv.Addr()), retry.Policy{Jitter: retry.DecorrelatedJitter}},
+		"DecorrelatedJitter": {option(srv.Addr()), retry.Policy{Jitter: retry.DecorrelatedJitter()}},
 		"invalid policy":     {option(srv.Addr()), retry.Policy{MaxAttempts: -5}},
 	} {
-		if c, err := retryvalkey.NewClient(tc.opt, tc.p); err == nil {
+		if c, err := retryvalkey.NewClient(context.Background(), tc.opt, tc.p); err == nil {
 			c.Close()
 			t.Errorf("%s: accepted", name)
 		}
@@ -288,7 +288,7 @@ func TestThrottledAfterLostReply(t *testing.T) {
 		return n == "set" && sets.Add(1) == 2
 	}})
 	th, _ := retry.NewThrottle(retry.ThrottleConfig{Accepted: func(error) bool { return true }})
-	p := retry.Policy{Initial: 300 * time.Millisecond, MaxDelay: 300 * time.Millisecond, Jitter: retry.NoJitter,
+	p := retry.Policy{Initial: 300 * time.Millisecond, MaxDelay: 300 * time.Millisecond, Jitter: retry.NoJitter(),
 		MaxAttempts: 3, Throttle: th}
 	var driven atomic.Bool
 	kept := make(chan string, 4) // what an Observer that keeps EventDone.Err reads later

@@ -85,7 +85,7 @@ func TestClosedInFlight(t *testing.T) {
 	rl := startRelay(t, srv.Addr())
 	opt := option(rl.ln.Addr().String())
 	opt.AlwaysPipelining = true // the INCR is written behind the EVAL at once
-	c, err := retryvalkey.NewClient(opt, testPolicy())
+	c, err := retryvalkey.NewClient(context.Background(), opt, testPolicy())
 	if err != nil {
 		t.Fatal(err)
 	}

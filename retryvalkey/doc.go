@@ -145,8 +145,8 @@
 //
 // # Sharing a budget across a fleet
 //
-// [ShareBudget] and [ShareThrottle] make a retry.Budget or retry.Throttle
-// in each process decide as one shared by every process that uses the
+// retryshare.Budget and retryshare.Throttle, given the client through
+// [ShareStore], make a retry.Budget or retry.Throttle in each process decide as one shared by every process that uses the
 // same key prefix on the same Valkey (or Redis, or Memorystore) server.
 // Requests never wait on the server: each process decides from its own
 // counts plus the fleet's counts as of the last background sync (one

@@ -27,7 +27,7 @@ func TestNotSentRetried(t *testing.T) {
 	srv := redistest.Start(t)
 	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{})
 	ctx := context.Background()
-	c := newClient(t, px.Addr(), retry.Policy{Initial: 2 * time.Millisecond, MaxDelay: 10 * time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: 100})
+	c := newClient(t, px.Addr(), retry.Policy{Initial: 2 * time.Millisecond, MaxDelay: 10 * time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 100})
 	if err := px.SetRefuse(true); err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestDialTimeoutRetried(t *testing.T) {
 		}
 		return d.DialContext(ctx, "tcp", dst)
 	}
-	c, err := retryvalkey.NewClient(opt, retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3})
+	c, err := retryvalkey.NewClient(context.Background(), opt, retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

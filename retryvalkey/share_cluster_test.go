@@ -16,6 +16,7 @@ import (
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/fleettest"
 	"github.com/retrykit/retry/internal/redistest"
+	"github.com/retrykit/retry/retryshare"
 	"github.com/retrykit/retry/retryvalkey"
 	"github.com/valkey-io/valkey-go"
 )
@@ -30,7 +31,7 @@ func TestShareSlowServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(c.Close)
-		return fleetClient{c}
+		return fleetClient(c)
 	})
 }
 
@@ -141,7 +142,7 @@ func TestClusterScriptFlushedNoFallback(t *testing.T) {
 		t.Fatalf("%d nodes", len(c.Nodes()))
 	}
 	b, _ := retry.NewBudget(retry.BudgetConfig{})
-	s, err := retryvalkey.ShareBudget(c, "cl", b, retryvalkey.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	s, err := retryshare.Budget(retryvalkey.ShareStore(c), "cl", b, retryshare.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}

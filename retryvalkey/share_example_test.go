@@ -7,6 +7,7 @@ import (
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retryhttp"
+	"github.com/retrykit/retry/retryshare"
 	"github.com/retrykit/retry/retryvalkey"
 	"github.com/valkey-io/valkey-go"
 )
@@ -14,7 +15,7 @@ import (
 // Every process of the fleet runs this: one Budget and one Throttle for
 // the payments backend, shared through Valkey under the prefix
 // "payments-api". (Compiled, not run: it needs a server.)
-func ExampleShareBudget() {
+func ExampleShareStore() {
 	// The client is yours: address, AUTH, TLS, cluster or Sentinel.
 	rdb, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{"localhost:6379"}})
 	if err != nil {
@@ -26,14 +27,14 @@ func ExampleShareBudget() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	shareB, err := retryvalkey.ShareBudget(rdb, "payments-api", budget)
+	shareB, err := retryshare.Budget(retryvalkey.ShareStore(rdb), "payments-api", budget)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer shareB.Close()
 
 	var throttle retry.Throttle
-	shareT, err := retryvalkey.ShareThrottle(rdb, "payments-api", &throttle)
+	shareT, err := retryshare.Throttle(retryvalkey.ShareStore(rdb), "payments-api", &throttle)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package retryvalkey_test
 
 import (
+	"context"
 	"net"
 	"strconv"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/fleettest"
 	"github.com/retrykit/retry/internal/redistest"
+	"github.com/retrykit/retry/retryshare"
 	"github.com/retrykit/retry/retryvalkey"
 	"github.com/valkey-io/valkey-go"
 	"go.uber.org/goleak"
@@ -27,7 +29,7 @@ func shareClient(t *testing.T, addr string) valkey.Client {
 }
 
 // shareDial adapts shareClient for the shared tests in internal/fleettest.
-func shareDial(t *testing.T, addr string) fleettest.Client { return fleetClient{shareClient(t, addr)} }
+func shareDial(t *testing.T, addr string) fleettest.Client { return fleetClient(shareClient(t, addr)) }
 
 var (
 	waitFor = fleettest.WaitFor
@@ -58,8 +60,8 @@ func TestShareFallbackAndRejoin(t *testing.T) { fleettest.ShareFallbackAndRejoin
 
 func TestShareErrors(t *testing.T) {
 	srv := redistest.Start(t)
-	fleettest.ShareErrors(t, "retryvalkey", shareDial(t, srv.Addr()), func(b *retry.Budget) error {
-		_, err := retryvalkey.ShareBudget(nil, "p", b)
+	fleettest.ShareErrors(t, "retryshare", shareDial(t, srv.Addr()), func(b *retry.Budget) error {
+		_, err := retryshare.Budget(retryvalkey.ShareStore(nil), "p", b)
 		return err
 	})
 }
@@ -87,7 +89,7 @@ func TestShareReadsFleetKeys(t *testing.T) {
 		srv.Do("HSET", key, "a", "0", "b", "9")
 		srv.Do("PEXPIRE", key, "20000")
 	}
-	s, err := retryvalkey.ShareBudget(shareClient(t, srv.Addr()), "mixed", b)
+	s, err := retryshare.Budget(retryvalkey.ShareStore(shareClient(t, srv.Addr())), "mixed", b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,12 +108,12 @@ func TestShareReadsFleetKeys(t *testing.T) {
 // wrapper's loop and count in neither.
 func TestShareThroughRetryClient(t *testing.T) {
 	fleettest.ShareThroughRetryClient(t, func(t *testing.T, addr string, p retry.Policy) fleettest.Client {
-		c, err := retryvalkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}, DisableCache: true,
+		c, err := retryvalkey.NewClient(context.Background(), valkey.ClientOption{InitAddress: []string{addr}, DisableCache: true,
 			Dialer: net.Dialer{Timeout: 100 * time.Millisecond}}, p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(c.Close)
-		return fleetClient{c}
+		return fleetClient(c)
 	})
 }

@@ -20,7 +20,7 @@ func dead(clients int, p retry.Policy) sim.Scenario {
 // The ratio alone: 10 first attempts earn 5 retries; the other five
 // clients are refused at once, and the five that retried are refused next.
 func TestBudgetRatio(t *testing.T) {
-	s := dead(10, retry.Policy{Jitter: retry.NoJitter, MaxAttempts: retry.Unlimited})
+	s := dead(10, retry.Policy{Jitter: retry.NoJitter(), MaxAttempts: retry.Unlimited})
 	s.Budget = &retry.BudgetConfig{Ratio: 0.5, MinPerSecond: -1}
 	r := run(t, s)
 	if r.Requests != 15 || r.BudgetRefused != 10 || r.GaveUp != 10 || r.Budget != "local" || r.Processes != 1 {
@@ -33,7 +33,7 @@ func TestBudgetRatio(t *testing.T) {
 // processes with a budget each get four times the floor of one shared
 // budget.
 func TestBudgetFloorLocalShared(t *testing.T) {
-	s := dead(100, retry.Policy{Jitter: retry.NoJitter, MaxAttempts: retry.Unlimited})
+	s := dead(100, retry.Policy{Jitter: retry.NoJitter(), MaxAttempts: retry.Unlimited})
 	s.Budget = &retry.BudgetConfig{Ratio: -1, MinPerSecond: 1, Window: 10 * time.Second}
 	one := run(t, s)
 	s.Processes = 4
@@ -59,7 +59,7 @@ func TestBudgetWindowRefills(t *testing.T) {
 	// One client, retrying every 3 s against a dead backend; a reserve of
 	// 2 retries per 10 s window and no ratio: it is granted retries at 3 s
 	// and 6 s, refused at 9 s.
-	s := dead(1, retry.Policy{Initial: 3 * time.Second, Multiplier: 1, Jitter: retry.NoJitter, MaxAttempts: retry.Unlimited})
+	s := dead(1, retry.Policy{Initial: 3 * time.Second, Multiplier: 1, Jitter: retry.NoJitter(), MaxAttempts: retry.Unlimited})
 	s.Budget = &retry.BudgetConfig{Ratio: -1, MinPerSecond: 0.2, Window: 10 * time.Second}
 	r := run(t, s)
 	if r.Requests != 3 || r.BudgetRefused != 1 {
@@ -83,7 +83,7 @@ func TestFleetBound(t *testing.T) {
 		procs   = 100
 		spread  = 100 * time.Second
 	)
-	s := dead(clients, retry.Policy{Initial: 100 * time.Millisecond, MaxDelay: time.Second, Jitter: retry.FullJitter,
+	s := dead(clients, retry.Policy{Initial: 100 * time.Millisecond, MaxDelay: time.Second, Jitter: retry.FullJitter(),
 		MaxAttempts: retry.Unlimited, MaxElapsed: 30 * time.Second})
 	s.StartWindow, s.Processes, s.Seed = spread, procs, 3
 	s.Budget = &retry.BudgetConfig{} // the defaults: 10 %, 1 per second, 10 s
@@ -126,7 +126,7 @@ func TestBudgetErrors(t *testing.T) {
 // The contention model honours the budget too: writes that lost the race
 // are retried only while the budget allows.
 func TestBudgetContention(t *testing.T) {
-	s := study(retry.FullJitter, 1)
+	s := study(retry.FullJitter(), 1)
 	free := run(t, s)
 	s.Budget = &retry.BudgetConfig{Ratio: -1, MinPerSecond: 1, Window: 10 * time.Second}
 	r := run(t, s)
@@ -187,7 +187,7 @@ func TestBudgetWorkBound(t *testing.T) {
 	// runs it in a fraction of a second, every client stopped by its
 	// budget).
 	s := sim.Scenario{Clients: 1_000_000, Processes: 1000, Outage: time.Hour, Budget: &retry.BudgetConfig{},
-		Policy: retry.Policy{Initial: time.Millisecond, MaxDelay: time.Millisecond, Jitter: retry.FullJitter, MaxAttempts: retry.Unlimited}}
+		Policy: retry.Policy{Initial: time.Millisecond, MaxDelay: time.Millisecond, Jitter: retry.FullJitter(), MaxAttempts: retry.Unlimited}}
 	if err := s.Validate(); err != nil {
 		t.Errorf("1000 local floors over a 1 h outage: %v, want accepted", err)
 	}
@@ -213,7 +213,7 @@ func TestBudgetWorkBound(t *testing.T) {
 // grant nearly every retry.)
 func TestBudgetContentionTimeOrder(t *testing.T) {
 	s := sim.Scenario{Model: sim.Contention, Clients: 50, Latency: 10 * time.Millisecond, LatencySD: time.Nanosecond, Seed: 1,
-		Policy: retry.Policy{Initial: time.Millisecond, MaxDelay: time.Millisecond, Jitter: retry.NoJitter, MaxAttempts: retry.Unlimited},
+		Policy: retry.Policy{Initial: time.Millisecond, MaxDelay: time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: retry.Unlimited},
 		Budget: &retry.BudgetConfig{Ratio: 1, MinPerSecond: -1, Window: time.Millisecond}}
 	r := run(t, s)
 	if retries := r.Requests - float64(r.Clients); retries != 0 || r.Succeeded != 1 || r.BudgetRefused != 49 {

@@ -14,7 +14,7 @@ func ExampleRun() {
 	r, err := sim.Run(context.Background(), sim.Scenario{
 		Clients:  10,
 		Capacity: 4,
-		Policy:   retry.Policy{Initial: 100 * time.Millisecond, Jitter: retry.NoJitter},
+		Policy:   retry.Policy{Initial: 100 * time.Millisecond, Jitter: retry.NoJitter()},
 	})
 	if err != nil {
 		fmt.Println(err)

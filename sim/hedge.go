@@ -174,7 +174,7 @@ func (s *HedgeScenario) resolve() (h retry.HedgeConfig, err error) {
 		if h.MaxCopies > maxHedgeCopiesModelled {
 			return h, bad("HedgeConfig.MaxCopies %d is above %d", h.MaxCopies, maxHedgeCopiesModelled)
 		}
-		if h.Delay == 0 {
+		if h.FixedDelay == 0 {
 			h.Quantile = cmp0(h.Quantile, retry.DefaultHedgeQuantile)
 			h.MinDelay = cmp0(h.MinDelay, retry.DefaultHedgeMinDelay)
 			h.WarmUp = cmp0(h.WarmUp, retry.DefaultHedgeWarmUp)
@@ -218,7 +218,7 @@ func RunHedge(ctx context.Context, s HedgeScenario) (HedgeResult, error) {
 	if s.Budget != nil {
 		budget.init(*s.Budget, 1, true)
 	}
-	ad := adaptiveModel{fixed: int64(hc.Delay),
+	ad := adaptiveModel{fixed: int64(hc.FixedDelay),
 		w: quantile.Window{Size: hc.Samples, WarmUp: hc.WarmUp, Quantile: hc.Quantile, Floor: int64(hc.MinDelay)}}
 	gap := int64(float64(time.Second) / s.Rate)
 	var res HedgeResult
@@ -384,7 +384,7 @@ func HedgeCurve(ctx context.Context, s HedgeScenario, qs []float64, budget *retr
 	base := retry.HedgeConfig{MaxCopies: 2}
 	if s.Hedge != nil {
 		base = *s.Hedge
-		base.Delay, base.Quantile = 0, 0
+		base.FixedDelay, base.Quantile = 0, 0
 	}
 	none := s
 	none.Hedge, none.Budget = nil, nil
@@ -420,7 +420,7 @@ func HedgeCurve(ctx context.Context, s HedgeScenario, qs []float64, budget *retr
 					h.Quantile = q
 					name = "adaptive " + quantileName(q)
 				} else {
-					h.Delay = lats[i]
+					h.FixedDelay = lats[i]
 				}
 				run := s
 				run.Hedge, run.Budget = &h, b

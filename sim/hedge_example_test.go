@@ -15,7 +15,7 @@ import (
 func ExampleRunHedge() {
 	s := sim.HedgeScenario{Requests: 20000, Latency: sim.Latency{Tail: 0.01}}
 	none, _ := sim.RunHedge(context.Background(), s)
-	s.Hedge = &retry.HedgeConfig{Delay: 10 * time.Millisecond, MaxCopies: 2}
+	s.Hedge = &retry.HedgeConfig{FixedDelay: 10 * time.Millisecond, MaxCopies: 2}
 	s.Budget = &retry.BudgetConfig{} // hedges draw on the default retry budget
 	hedged, _ := sim.RunHedge(context.Background(), s)
 	fmt.Println("p99.9 without hedging:", none.P999)

@@ -45,7 +45,7 @@ func TestRunHedgeNoHedging(t *testing.T) {
 func TestRunHedgeHeavyTail(t *testing.T) {
 	s := sim.HedgeScenario{Requests: 20000, Latency: sim.Latency{Tail: 0.01}}
 	none := runHedge(t, s)
-	s.Hedge = &retry.HedgeConfig{Delay: 11 * time.Millisecond, MaxCopies: 2}
+	s.Hedge = &retry.HedgeConfig{FixedDelay: 11 * time.Millisecond, MaxCopies: 2}
 	h := runHedge(t, s)
 	if none.P999 != time.Second || h.P999*10 > none.P999 || h.Extra > 0.06 {
 		t.Errorf("p99.9 %v -> %v at %.3f extra; want >10x lower at <= 6%%", none.P999, h.P999, h.Extra)
@@ -55,7 +55,7 @@ func TestRunHedgeHeavyTail(t *testing.T) {
 // A slow-everything outage: without a budget every request sends its
 // hedge (load doubles); the default Budget holds the extra load to 10 %.
 func TestRunHedgeOutageBoundedByBudget(t *testing.T) {
-	s := sim.HedgeScenario{Requests: 20000, Correlated: 1, Hedge: &retry.HedgeConfig{Delay: 10 * time.Millisecond, MaxCopies: 2}}
+	s := sim.HedgeScenario{Requests: 20000, Correlated: 1, Hedge: &retry.HedgeConfig{FixedDelay: 10 * time.Millisecond, MaxCopies: 2}}
 	free := runHedge(t, s)
 	s.Budget = &retry.BudgetConfig{}
 	capped := runHedge(t, s)
@@ -92,7 +92,7 @@ func TestRunHedgeBadScenario(t *testing.T) {
 		{Latency: sim.Latency{Tail: -0.1}},
 		{Correlated: 1.5},
 		{SlowPeriod: -1},
-		{Hedge: &retry.HedgeConfig{Delay: -1}},
+		{Hedge: &retry.HedgeConfig{FixedDelay: -1}},
 		{Hedge: &retry.HedgeConfig{MaxCopies: 17}},
 		{Budget: &retry.BudgetConfig{Window: time.Microsecond}},
 	} {

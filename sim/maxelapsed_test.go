@@ -14,7 +14,7 @@ import (
 // doc.go: a client "gives up by the Policy's MaxAttempts and MaxElapsed
 // exactly as retry.Do does".
 func TestSimMaxElapsedBoundaryAsDo(t *testing.T) {
-	p := retry.Policy{Initial: time.Second, Multiplier: 2, Jitter: retry.NoJitter, MaxAttempts: 10, MaxElapsed: 3 * time.Second}
+	p := retry.Policy{Initial: time.Second, Multiplier: 2, Jitter: retry.NoJitter(), MaxAttempts: 10, MaxElapsed: 3 * time.Second}
 	var doCalls int
 	synctest.Test(t, func(t *testing.T) {
 		retry.Do(t.Context(), p, func(context.Context) error { doCalls++; return errors.New("x") })

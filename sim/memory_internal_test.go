@@ -42,7 +42,7 @@ func TestCapacityHeapWithinEstimate(t *testing.T) {
 // clients), trial 0's last slot with a call is never past it.
 func TestLastSlotBoundsTheRun(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
-	jitters := []retry.Jitter{retry.NoJitter, retry.FullJitter, retry.EqualJitter, retry.DecorrelatedJitter, {}}
+	jitters := []retry.Jitter{retry.NoJitter(), retry.FullJitter(), retry.EqualJitter(), retry.DecorrelatedJitter(), {}}
 	checked := 0
 	for range 400 {
 		slot := time.Duration(1+rng.IntN(50)) * time.Millisecond

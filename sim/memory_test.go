@@ -52,7 +52,7 @@ func TestMemoryPerClient(t *testing.T) {
 		runtime.ReadMemStats(&base)
 		var top uint64
 		s := sim.Scenario{Clients: clients, Capacity: 100, Outage: 5 * time.Second,
-			Policy: retry.Policy{Jitter: retry.FullJitter, MaxAttempts: 4},
+			Policy: retry.Policy{Jitter: retry.FullJitter(), MaxAttempts: 4},
 			Progress: func(done, total int64) {
 				var m runtime.MemStats
 				runtime.ReadMemStats(&m)

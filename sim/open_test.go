@@ -263,8 +263,8 @@ func TestOpenProtections(t *testing.T) {
 func TestOpenAWSStandardHuang(t *testing.T) {
 	skipFullScale(t)
 	s := sim.Huang()
-	s.Policy = retry.AWSStandard()
-	c := retry.AWSRetryQuota().Config()
+	s.Policy = retry.AWSStandardPolicy()
+	c := retry.AWSBudget().Config()
 	s.Budget = &c
 	if r := runOpen(t, s); !r.Recovered {
 		t.Errorf("AWS standard mode: stuck, offered %.0f/s", r.OfferedPerSecond)

@@ -86,7 +86,7 @@ type Scenario struct {
 	// RetryAfter, if positive, is carried by every failed response of the
 	// capacity model (over capacity or during the outage); a client then
 	// waits max(policy delay, RetryAfter), as retry.Do does for
-	// retry.After. Zero means no hint.
+	// retry.ServerWait. Zero means no hint.
 	RetryAfter time.Duration
 
 	// Latency and LatencySD are the mean and standard deviation of the

@@ -35,10 +35,10 @@ func TestStudy(t *testing.T) {
 		calls float64
 		done  time.Duration
 	}{
-		{retry.FullJitter, 796, 4900 * time.Millisecond},
-		{retry.EqualJitter, 813, 6600 * time.Millisecond},
-		{retry.DecorrelatedJitter, 999, 4500 * time.Millisecond},
-		{retry.NoJitter, 1860, 63900 * time.Millisecond},
+		{retry.FullJitter(), 796, 4900 * time.Millisecond},
+		{retry.EqualJitter(), 813, 6600 * time.Millisecond},
+		{retry.DecorrelatedJitter(), 999, 4500 * time.Millisecond},
+		{retry.NoJitter(), 1860, 63900 * time.Millisecond},
 	}
 	got := map[string]sim.Result{}
 	for _, w := range want {
@@ -79,8 +79,8 @@ func TestOutageWaves(t *testing.T) {
 		return p
 	}
 	none, full := base, base
-	none.Policy.Jitter = retry.NoJitter
-	full.Policy.Jitter = retry.FullJitter
+	none.Policy.Jitter = retry.NoJitter()
+	full.Policy.Jitter = retry.FullJitter()
 	rn, rf := run(t, none), run(t, full)
 	pn, pf := peakAfter(rn), peakAfter(rf)
 	t.Logf("peak after outage: none %d, full %d (capacity 100); requests none %.0f, full %.0f; done none %v, full %v",
@@ -99,7 +99,7 @@ func TestOutageWaves(t *testing.T) {
 func TestCapacityBasics(t *testing.T) {
 	// 250 clients, 100 per slot, no retries needed beyond capacity: all
 	// succeed, the first 100 at time 0.
-	r := run(t, sim.Scenario{Clients: 250, Capacity: 100, Policy: retry.Policy{Jitter: retry.NoJitter, MaxAttempts: retry.Unlimited}})
+	r := run(t, sim.Scenario{Clients: 250, Capacity: 100, Policy: retry.Policy{Jitter: retry.NoJitter(), MaxAttempts: retry.Unlimited}})
 	if r.Succeeded != 250 || r.GaveUp != 0 {
 		t.Fatalf("succeeded %v gave up %v", r.Succeeded, r.GaveUp)
 	}
@@ -119,12 +119,12 @@ func TestCapacityBasics(t *testing.T) {
 		t.Errorf("gave up %v requests %v succeeded %v, want 10 20 0", r.GaveUp, r.Requests, r.Succeeded)
 	}
 	// MaxElapsed shorter than the first wait: one call each.
-	r = run(t, sim.Scenario{Clients: 10, Outage: time.Hour, Policy: retry.Policy{MaxElapsed: 500 * time.Millisecond, Jitter: retry.NoJitter}})
+	r = run(t, sim.Scenario{Clients: 10, Outage: time.Hour, Policy: retry.Policy{MaxElapsed: 500 * time.Millisecond, Jitter: retry.NoJitter()}})
 	if r.GaveUp != 10 || r.Requests != 10 {
 		t.Errorf("MaxElapsed: gave up %v requests %v, want 10 10", r.GaveUp, r.Requests)
 	}
 	// Retry-After above the policy's wait is honoured.
-	r = run(t, sim.Scenario{Clients: 2, Capacity: 1, RetryAfter: 5 * time.Second, Policy: retry.Policy{Jitter: retry.NoJitter}})
+	r = run(t, sim.Scenario{Clients: 2, Capacity: 1, RetryAfter: 5 * time.Second, Policy: retry.Policy{Jitter: retry.NoJitter()}})
 	if r.CompletionMax != 5*time.Second {
 		t.Errorf("RetryAfter: completion %v, want 5s", r.CompletionMax)
 	}
@@ -136,7 +136,7 @@ func TestCapacityBasics(t *testing.T) {
 }
 
 func TestDeterministic(t *testing.T) {
-	s := sim.Scenario{Clients: 2000, Capacity: 50, Outage: 3 * time.Second, Trials: 3, Seed: 7, Policy: retry.Policy{Jitter: retry.FullJitter}}
+	s := sim.Scenario{Clients: 2000, Capacity: 50, Outage: 3 * time.Second, Trials: 3, Seed: 7, Policy: retry.Policy{Jitter: retry.FullJitter()}}
 	a, b := run(t, s), run(t, s)
 	if !reflect.DeepEqual(a, b) {
 		t.Fatal("same scenario, different results")

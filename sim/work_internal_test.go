@@ -16,7 +16,7 @@ import (
 func TestWorkGuard(t *testing.T) {
 	// The study's "no jitter" row: about 1,860 writes per trial.
 	contention := Scenario{Model: Contention, Clients: 100, Seed: 1,
-		Policy: retry.Policy{Initial: 10 * time.Millisecond, MaxDelay: 2 * time.Second, Jitter: retry.NoJitter, MaxAttempts: retry.Unlimited}}
+		Policy: retry.Policy{Initial: 10 * time.Millisecond, MaxDelay: 2 * time.Second, Jitter: retry.NoJitter(), MaxAttempts: retry.Unlimited}}
 	// 1 ms waits through a 10 s outage: about 10^4 requests per client.
 	capacity := Scenario{Clients: 100, Outage: 10 * time.Second,
 		Policy: retry.Policy{Initial: time.Millisecond, MaxDelay: time.Millisecond, MaxAttempts: retry.Unlimited}}

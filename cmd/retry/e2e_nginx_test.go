@@ -244,7 +244,7 @@ func burst(kind string, do func(path string)) []string {
 var e2ePolicy = retry.Policy{
 	Initial:     10 * time.Millisecond,
 	MaxDelay:    300 * time.Millisecond,
-	Jitter:      retry.FullJitter,
+	Jitter:      retry.FullJitter(),
 	MaxAttempts: 60,
 	MaxElapsed:  40 * time.Second,
 }
@@ -317,7 +317,7 @@ func TestNginxRateLimiterEndToEnd(t *testing.T) {
 	t.Run("transport", func(t *testing.T) {
 		base := &http.Transport{MaxIdleConnsPerHost: nginxConcurrency}
 		defer base.CloseIdleConnections()
-		c := &http.Client{Transport: &retryhttp.Transport{Base: base, Policy: e2ePolicy, MaxRetryAfter: 5 * time.Second}}
+		c := &http.Client{Transport: &retryhttp.Transport{Base: base, Policy: e2ePolicy, MaxServerWait: 5 * time.Second}}
 		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 		defer cancel()
 		var mu sync.Mutex

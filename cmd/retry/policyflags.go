@@ -83,11 +83,11 @@ func (f *policyFlags) policy() (retry.Policy, error) {
 	var p retry.Policy
 	switch f.preset {
 	case "default", "":
-		p = retry.Default()
+		p = retry.Policy{}
 	case "aws":
-		p = retry.AWSStandard()
+		p = retry.AWSStandardPolicy()
 	case "grpc":
-		p = retry.GRPCConnect()
+		p = retry.GRPCConnectPolicy()
 	default:
 		return p, usagef("--preset %q: want default, aws or grpc", f.preset)
 	}
@@ -187,8 +187,8 @@ func parseJitter(s string) (retry.Jitter, error) {
 		if hasArg {
 			return retry.Jitter{}, fmt.Errorf("%s takes no argument", name)
 		}
-		return map[string]retry.Jitter{"none": retry.NoJitter, "full": retry.FullJitter,
-			"equal": retry.EqualJitter, "decorrelated": retry.DecorrelatedJitter}[name], nil
+		return map[string]retry.Jitter{"none": retry.NoJitter(), "full": retry.FullJitter(),
+			"equal": retry.EqualJitter(), "decorrelated": retry.DecorrelatedJitter()}[name], nil
 	case "additive":
 		if !hasArg {
 			return retry.Jitter{}, nil // the default: 0..min(1 s, --initial)

@@ -20,9 +20,9 @@ import (
 func TestScheduleStreamingMatchesBuffered(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	policies := []retry.Policy{
-		{}, {Jitter: retry.NoJitter, MaxAttempts: 5}, {Initial: 3 * time.Microsecond, MaxAttempts: 30, Jitter: retry.FullJitter},
+		{}, {Jitter: retry.NoJitter(), MaxAttempts: 5}, {Initial: 3 * time.Microsecond, MaxAttempts: 30, Jitter: retry.FullJitter()},
 		{MaxAttempts: retry.Unlimited, MaxDelay: 1<<63 - 1, Initial: time.Hour}, {MaxAttempts: 1},
-		{Jitter: retry.DecorrelatedJitter, MaxAttempts: 40, Initial: time.Millisecond},
+		{Jitter: retry.DecorrelatedJitter(), MaxAttempts: 40, Initial: time.Millisecond},
 	}
 	for _, p := range policies {
 		for _, samples := range []int{1, 3} {

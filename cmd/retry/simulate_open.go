@@ -250,8 +250,8 @@ func (oo *openOptions) strategy(name string, base sim.OpenScenario, o *simOption
 	case "drop-expired":
 		s.DropExpired = true
 	case "aws":
-		s.Policy = retry.AWSStandard()
-		c := retry.AWSRetryQuota().Config()
+		s.Policy = retry.AWSStandardPolicy()
+		c := retry.AWSBudget().Config()
 		s.Budget, s.SharedBudget = &c, o.budget == "shared"
 	default:
 		// A jitter, as --compare takes in the other models: the plain

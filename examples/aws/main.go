@@ -80,7 +80,7 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p := retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.FullJitter, MaxAttempts: 4}
+	p := retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.FullJitter(), MaxAttempts: 4}
 
 	// S3 GetObject: two 503 SlowDown, then the object.
 	f, obs, s, _, stop := setup(p)

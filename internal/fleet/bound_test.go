@@ -77,7 +77,7 @@ func (r fleetRun) run(t *testing.T, s Store) fleetEvents {
 		}
 		engines = append(engines, e)
 		p := retry.Policy{Budget: b, MaxAttempts: 4, Initial: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond,
-			Jitter: retry.NoJitter, Observer: obs}
+			Jitter: retry.NoJitter(), Observer: obs}
 		every := time.Duration(float64(time.Second) / r.rate)
 		phase := time.Duration(rand.New(rand.NewPCG(24, uint64(i))).Int64N(int64(every))) // spread, and the same every run
 		wg.Add(1)

@@ -138,7 +138,7 @@
 // longer than an interval plus max(slot, interval) (the store was down) are marked as pushed without being added
 // (both counts, of a Budget and of a Throttle, after a failed sync; a Budget whose syncs all succeeded drops only
 // its first attempts, see Faults), as they would be dated too late. What a Budget or Throttle counted before it was shared is not pushed (only what follows
-// `ShareBudget`); the token is kept for the object's life, so sharing it again after `Close` continues from the
+// `retryshare.Budget`); the token is kept for the object's life, so sharing it again after `Close` continues from the
 // same mark. The script sets a TTL of 1.2 W + I on every key it writes and never writes a key of another type; values that
 // are not counts (decimals of at most 15 digits) read as bad data (logged once, counted as 0), and a slot holding
 // one is not written: this process's counts then wait for the next slot while it keeps deciding with the fleet's

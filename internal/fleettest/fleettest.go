@@ -28,6 +28,7 @@ import (
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/redistest"
+	"github.com/retrykit/retry/retryshare"
 )
 
 // Share is a module's *Share as the worker uses it.
@@ -38,19 +39,56 @@ type Share interface {
 	Close() error
 }
 
-// ShareOptions are the share options the tests use; the adapter maps
-// each one that is set to the module's ShareOption.
+// ShareOptions are the share options the tests use, each one that is set
+// passed as the retryshare option of its name.
 type ShareOptions struct {
 	Logger       *slog.Logger  // WithLogger
 	SyncInterval time.Duration // WithSyncInterval
 	SyncTimeout  time.Duration // WithSyncTimeout
 }
 
+func (o ShareOptions) options() []retryshare.Option {
+	var opts []retryshare.Option
+	if o.Logger != nil {
+		opts = append(opts, retryshare.WithLogger(o.Logger))
+	}
+	if o.SyncInterval != 0 {
+		opts = append(opts, retryshare.WithSyncInterval(o.SyncInterval))
+	}
+	if o.SyncTimeout != 0 {
+		opts = append(opts, retryshare.WithSyncTimeout(o.SyncTimeout))
+	}
+	return opts
+}
+
 // Client is a module's store client, configured for the syncs.
-type Client interface {
-	ShareBudget(prefix string, b *retry.Budget, o ShareOptions) (Share, error)
-	ShareThrottle(prefix string, t *retry.Throttle, o ShareOptions) (Share, error)
-	Close()
+type Client struct {
+	Store retryshare.Store // the module's ShareStore of the client
+	Close func()           // closes the client
+}
+
+// ShareBudget shares b through c's Store.
+func (c Client) ShareBudget(prefix string, b *retry.Budget, o ShareOptions) (Share, error) {
+	return counted(retryshare.Budget(c.Store, prefix, b, o.options()...))
+}
+
+// ShareThrottle shares t through c's Store.
+func (c Client) ShareThrottle(prefix string, t *retry.Throttle, o ShareOptions) (Share, error) {
+	return counted(retryshare.Throttle(c.Store, prefix, t, o.options()...))
+}
+
+func counted(s *retryshare.Share, err error) (Share, error) {
+	if err != nil {
+		return nil, err
+	}
+	return shareCounts{s}, nil
+}
+
+type shareCounts struct{ *retryshare.Share }
+
+func (s shareCounts) Counts() (syncs, failures, fallbacks int64) {
+	st := s.Stats()
+	return st.Syncs, st.Failures, st.Fallbacks
 }
 
 // Adapter is what a module provides to run workers.
@@ -156,7 +194,7 @@ func runWorker(a Adapter, c WorkerConfig) (*WorkerResult, error) {
 	var p retry.Policy
 	switch c.Kind {
 	case "budget":
-		p = retry.Policy{Budget: b, MaxAttempts: 4, Initial: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond, Jitter: retry.NoJitter}
+		p = retry.Policy{Budget: b, MaxAttempts: 4, Initial: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond, Jitter: retry.NoJitter()}
 	case "throttle":
 		p = retry.Policy{Throttle: th, MaxAttempts: 1}
 	case "fault":

@@ -81,7 +81,7 @@ func ShareBudgetBoundsHedges(t *testing.T, dial Dialer) {
 // hedges were sent: the ones b granted.
 func hedgeGrant(t *testing.T, b *retry.Budget, max int) int {
 	t.Helper()
-	h, err := retry.NewHedger(retry.HedgeConfig{Delay: time.Millisecond, MaxCopies: 2})
+	h, err := retry.NewHedger(retry.HedgeConfig{FixedDelay: time.Millisecond, MaxCopies: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func ShareFallbackAndRejoin(t *testing.T, dial Dialer) {
 }
 
 // ShareErrors: a bad argument or option is an error with the module's
-// prefix ("retryredis: "). c is any client; nilClient shares with a nil
+// prefix ("retryshare: "). c is any client; nilClient shares with a nil
 // client of the module.
 func ShareErrors(t *testing.T, module string, c Client, nilClient func(*retry.Budget) error) {
 	b, _ := retry.NewBudget(retry.BudgetConfig{})

@@ -89,7 +89,7 @@ func TestScriptedHints(t *testing.T) {
 			retrygrpctest.Reply{},
 		)
 		var rec retrytest.Recorder
-		cc, c := serve(t, s, retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter, Observer: &rec})
+		cc, c := serve(t, s, retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter(), Observer: &rec})
 		start := time.Now()
 		v, err := add(t.Context(), cc)
 		if err != nil || v != 1 {
@@ -151,7 +151,7 @@ func TestLatencyAndKey(t *testing.T) {
 		s := retrygrpctest.NewServer()
 		s.Key = func(context.Context, string) string { return "all" }
 		s.Script("all", retrygrpctest.Reply{Latency: time.Minute}, retrygrpctest.Reply{Latency: time.Second})
-		cc, c := serve(t, s, retry.Policy{AttemptTimeout: 10 * time.Second, Initial: time.Second, Jitter: retry.NoJitter})
+		cc, c := serve(t, s, retry.Policy{AttemptTimeout: 10 * time.Second, Initial: time.Second, Jitter: retry.NoJitter()})
 		start := time.Now()
 		if v, err := add(t.Context(), cc); err != nil || v != 1 {
 			t.Fatalf("Add: %d, %v", v, err)
