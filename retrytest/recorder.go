@@ -125,6 +125,9 @@ func (r *Recorder) Hedges() int { return r.whole().Hedges() }
 // Done returns the last EventDone recorded, and whether there is one.
 func (r *Recorder) Done() (retry.Event, bool) { return r.whole().Done() }
 
+// First returns the first event of kind recorded, and whether there is one.
+func (r *Recorder) First(kind retry.EventKind) (retry.Event, bool) { return r.whole().First(kind) }
+
 // Reason returns why the last call that ended stopped: zero for a success
 // or when no call ended.
 func (r *Recorder) Reason() retry.Reason { return r.whole().Reason() }
@@ -176,6 +179,16 @@ func (c Call) Waits() []time.Duration {
 		}
 	}
 	return ws
+}
+
+// First returns the call's first event of kind, and whether it has one.
+func (c Call) First(kind retry.EventKind) (retry.Event, bool) {
+	for _, e := range c.Events {
+		if e.Kind == kind {
+			return e, true
+		}
+	}
+	return retry.Event{}, false
 }
 
 // Done returns the call's last EventDone, and whether it has one.

@@ -53,8 +53,14 @@ func TestRecorderCalls(t *testing.T) {
 		if rec.Attempts() != 5 || len(rec.Waits()) != 3 || rec.Reason() != retry.ReasonAttempts || rec.Count(retry.EventDone) != 2 {
 			t.Fatalf("whole record %s", &rec)
 		}
-		if d, ok := rec.Done(); !ok || !errors.Is(d.Err, errDown) {
+		if d, ok := rec.Done(); !ok || !errors.Is(d.Err, errDown) || d.Attempt != 3 {
 			t.Fatalf("Done = %+v, %v", d, ok)
+		}
+		if r, ok := rec.First(retry.EventRetry); !ok || r.Attempt != 1 || r.Delay != time.Second {
+			t.Fatalf("First(EventRetry) = %+v, %v", r, ok)
+		}
+		if _, ok := rec.Last().First(retry.EventHedge); ok {
+			t.Fatal("First(EventHedge) found one in a call without hedges")
 		}
 
 		rec.Reset()
