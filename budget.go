@@ -73,7 +73,7 @@ type BudgetConfig struct {
 //
 // Processes can share one Budget (one Ratio, one floor for all of them)
 // through a store: the retryshare package keeps
-// it in step from a background goroutine through [Budget.SetFleet]; the
+// it in step from a background goroutine (retryshare.Budget); the
 // decision stays local, each process grants from a lease of the fleet's
 // headroom handed out by the store, and the bound above then holds for the
 // whole fleet, with first attempts counted from one window plus a lease's
@@ -90,7 +90,7 @@ type Budget struct {
 	set     bool    // false for the zero Budget: use the defaults
 
 	fleet fleetMarks   // guarded by w.mu
-	asked atomic.Int64 // retry decisions while shared; see FleetAsked
+	asked atomic.Int64 // retry decisions while shared; see fleetAsked
 }
 
 // NewBudget returns a Budget configured by c, or an error naming the
@@ -244,7 +244,7 @@ type window struct {
 	baseA, baseB atomic.Int64 // a and b at the start of the window
 
 	// fa and fb are the other processes' counts over the window, as last
-	// synced through SetFleet; zero while the Budget or Throttle is local.
+	// synced through setFleet; zero while the Budget or Throttle is local.
 	fa, fb atomic.Int64
 
 	mu    sync.Mutex
@@ -298,4 +298,25 @@ func (w *window) counts() (a, b int64) {
 	a = w.a.Load() - w.baseA.Load()
 	b = w.b.Load() - w.baseB.Load()
 	return max(a, 0), max(b, 0)
+}
+
+// Config returns the Budget's configuration with every default resolved
+// (the zero Budget reports DefaultBudgetRatio, DefaultBudgetMinPerSecond
+// and DefaultBudgetWindow), such that NewBudget(b.Config()) makes an
+// equivalent Budget: a Ratio or MinPerSecond that was negative (none) is
+// reported as -1. It says what a preset ([GRPCBudget], [AWSBudget]) or the
+// zero Budget means; retryshare reads it to size the fleet's headroom.
+func (b *Budget) Config() BudgetConfig {
+	if !b.set {
+		return BudgetConfig{Ratio: DefaultBudgetRatio, MinPerSecond: DefaultBudgetMinPerSecond, Window: DefaultBudgetWindow}
+	}
+	win := b.w.slot * windowSlots
+	c := BudgetConfig{Ratio: b.ratio, MinPerSecond: b.reserve / win.Seconds(), Window: win}
+	if c.Ratio == 0 {
+		c.Ratio = -1
+	}
+	if c.MinPerSecond == 0 {
+		c.MinPerSecond = -1
+	}
+	return c
 }

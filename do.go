@@ -71,16 +71,33 @@ func run(ctx context.Context, p *Policy, op func(context.Context) error) error {
 			return err
 		}
 	}
-	var l loopState
-	l.init(p)
-	if err := ctx.Err(); err != nil {
-		return p.giveUp(ctx, &Error{Reason: ReasonContext, Cause: err}, l.start, 0)
+	var start time.Time
+	if p.MaxElapsed > 0 {
+		start = time.Now()
 	}
-	var err error
+	if err := ctx.Err(); err != nil {
+		return p.giveUp(ctx, &Error{Reason: ReasonContext, Cause: err}, start, 0)
+	}
 	if p.Throttle == nil && p.Budget == nil && p.AttemptTimeout <= 0 && p.Observer == nil {
 		// The plain first attempt, without Begin: nothing to ask or tell,
-		// and on success no Observer to tell. Failed counts it.
+		// and on success no Observer to tell, nor any loop state to set
+		// up. Failed counts it.
+		err := op(ctx)
+		if err == nil {
+			return nil
+		}
+		l := loopState{start: start}
+		return l.drive(p, ctx, op, err)
+	}
+	l := loopState{start: start}
+	var err error
+	if p.Throttle == nil && p.Budget == nil && p.AttemptTimeout <= 0 {
+		// Only an Observer: Begin and Succeeded spelled out, so that the
+		// success path costs no more calls than before the seam.
+		l.n, l.state = 1, attemptSent
+		p.Observer.Observe(ctx, Event{Kind: EventAttempt, Attempt: 1, MaxAttempts: p.maxAttempts()})
 		if err = op(ctx); err == nil {
+			p.Observer.Observe(ctx, Event{Kind: EventDone, Attempt: 1, MaxAttempts: p.maxAttempts()})
 			return nil
 		}
 	} else if err = l.attempt(p, ctx, op); err == nil {
@@ -98,27 +115,55 @@ func (p *Policy) plain() bool {
 }
 
 // attempt begins the next attempt and, unless the Throttle rejected it,
-// calls op with its context: the attempt's own context, with an
-// AttemptTimeout, is cancelled on every path out, a panic included.
+// calls op with its context.
 func (l *loopState) attempt(p *Policy, ctx context.Context, op func(context.Context) error) error {
+	if p.AttemptTimeout > 0 {
+		return l.timedAttempt(p, ctx, op)
+	}
+	// begin, spelled out: one call less on Do's success path.
+	l.n++
+	l.state = attemptSent
+	actx := ctx
+	if l.wait != 0 || p.Throttle != nil || p.Budget != nil || p.Observer != nil {
+		var err error
+		if actx, err = l.account(p, ctx); err != nil {
+			return err
+		}
+	}
+	return op(actx)
+}
+
+// timedAttempt is attempt with an AttemptTimeout: the attempt's own
+// context is cancelled on every path out, a panic included.
+func (l *loopState) timedAttempt(p *Policy, ctx context.Context, op func(context.Context) error) error {
 	actx, err := l.begin(p, ctx)
 	if err != nil {
 		return err
 	}
-	if cancel := l.cancel; cancel != nil {
-		defer cancel() // Failed still tells its deadline from a cancellation
-	}
+	defer l.cancel() // Failed still tells its deadline from a cancellation
 	return op(actx)
 }
 
 // drive runs the loop from the failure of an attempt with err on.
 func (l *loopState) drive(p *Policy, ctx context.Context, op func(context.Context) error, err error) error {
 	for {
-		if _, stop := l.failed(p, ctx, err); stop != nil {
+		// failed and pause, spelled out where they have nothing to do:
+		// Do's retries cost no more calls than before the seam.
+		timedOut := false
+		if l.state == attemptSent && p.Throttle == nil && l.actx == nil {
+			l.state = attemptNone // nothing to tell or cancel
+		} else {
+			timedOut = l.end(p, ctx, err)
+		}
+		if _, stop := l.judge(p, ctx, err, timedOut); stop != nil {
 			return stop
 		}
-		if stop := l.pause(p, ctx); stop != nil {
-			return stop
+		if l.wait > 0 {
+			if stop := l.pause(p, ctx); stop != nil {
+				return stop
+			}
+		} else if cerr := ctx.Err(); cerr != nil {
+			return l.fail(p, ctx, l.err, ReasonContext, cerr)
 		}
 		if err = l.attempt(p, ctx, op); err == nil {
 			l.succeeded(p, ctx)

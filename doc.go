@@ -115,7 +115,8 @@
 // is an entry point of its own, not a Policy field, because it asks more
 // of the operation than retrying does (copies run at the same time), and
 // the integration modules that take a Policy keep per-call state that
-// assumes one attempt at a time; a nil Hedger means no hedging. The
+// assumes one attempt at a time; &Hedger{} hedges with the defaults and a
+// nil Hedger is refused with an error (Do is the call without hedging). The
 // Policy keeps every other role: MaxAttempts caps the copies in all, a
 // burst whose copies all failed is retried after the policy's wait, and
 // every copy beyond the first is a retry for the Budget and goes through

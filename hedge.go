@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -9,8 +10,10 @@ import (
 // Hedge is [Do] for an operation that is safe to run several times at
 // once: when an attempt is slow, it sends another copy without cancelling
 // the first, and the first copy to succeed wins. h says when (a fixed or
-// adaptive delay) and how many copies may be in flight; a nil h means no
-// hedging, and Hedge is then exactly Do.
+// adaptive delay) and how many copies may be in flight; &Hedger{} (the
+// zero Hedger) hedges with the defaults. A nil h is an error: Hedge
+// returns it without calling op, and no event is observed (for no
+// hedging, call Do).
 //
 // The rules, per call:
 //
@@ -68,7 +71,7 @@ import (
 // Hedger also reads the clock twice to learn the latency.
 func Hedge(ctx context.Context, p Policy, h *Hedger, op func(context.Context) error) error {
 	if h == nil {
-		return run(ctx, &p, op)
+		return errNilHedger
 	}
 	_, err := hedgeValue[struct{}](ctx, &p, h, nil, op)
 	return err
@@ -86,13 +89,19 @@ func Hedge(ctx context.Context, p Policy, h *Hedger, op func(context.Context) er
 // of an HTTP response whose request used it, must be read inside op, or
 // made on a context of the caller's (retryhttp.Transport's Hedge does
 // that, so that the winner's body stays readable).
-// A nil h means no hedging: HedgeValue is then exactly [DoValue].
+// A nil h is an error, as in Hedge.
 func HedgeValue[T any](ctx context.Context, p Policy, h *Hedger, op func(context.Context) (T, error)) (T, error) {
 	if h == nil {
-		return DoValue(ctx, p, op)
+		var zero T
+		return zero, errNilHedger
 	}
 	return hedgeValue(ctx, &p, h, op, nil)
 }
+
+// errNilHedger is what Hedge and HedgeValue return for a nil *Hedger: a
+// nil and a zero Hedger must not mean opposite things (no hedging and the
+// defaults), so nil is refused.
+var errNilHedger = errors.New("retry: Hedge with a nil *Hedger (&retry.Hedger{} hedges with the defaults; retry.Do does not hedge)")
 
 // HedgeAttempt returns the attempt number (1 for the first) of the copy of
 // a hedged call that ctx was given to, or 0 when ctx is not the context of

@@ -3,6 +3,7 @@ package retry_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -243,11 +244,12 @@ func wantHedgeRefused(t *testing.T, s *script, r *recorder, want error) {
 // was let through before the backend looked overloaded, the hedge is
 // refused with ErrThrottled and counted as a request, and the call waits
 // for the copy in flight. A fleet of 2^62 requests and no accepts makes
-// the rejection probability exactly 1 (2^62 / (2^62 + 1) rounds to 1), so
-// the refusal does not depend on the random draw.
+// the rejection probability exactly 1 (2^62 / (2^62 + 1) rounds to 1, with
+// no cap), so the refusal does not depend on the random draw; with
+// CountRejected the refusal is counted.
 func TestHedgeThrottleRefusesHedge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		th, err := retry.NewThrottle(retry.ThrottleConfig{})
+		th, err := retry.NewThrottle(retry.ThrottleConfig{MaxProbability: 1, CountRejected: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -368,21 +370,29 @@ func TestHedgeValueReturnsWinnersValue(t *testing.T) {
 	})
 }
 
-func TestHedgeNilHedgerIsDo(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		calls := 0
-		err := retry.Hedge(t.Context(), retry.Policy{Initial: retry.Immediate, MaxAttempts: 3}, nil, func(ctx context.Context) error {
-			calls++
-			if retry.HedgeAttempt(ctx) != 0 {
-				t.Error("HedgeAttempt outside a hedged call is not 0")
-			}
-			return errHedge
-		})
-		var re *retry.Error
-		if !errors.As(err, &re) || re.Attempts != 3 || calls != 3 {
-			t.Errorf("Hedge(nil) = %v after %d calls, want Do's 3 attempts", err, calls)
+// A nil *Hedger is refused, where the zero Hedger hedges with the
+// defaults: Hedge and HedgeValue return an error saying so without calling
+// op or the Observer (a nil that meant "no hedging" read as the opposite of
+// the zero value).
+func TestHedgeNilHedgerIsRefused(t *testing.T) {
+	var r recorder
+	p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 3, Observer: &r}
+	calls := 0
+	err := retry.Hedge(t.Context(), p, nil, func(context.Context) error { calls++; return nil })
+	v, verr := retry.HedgeValue(t.Context(), p, nil, func(context.Context) (int, error) { calls++; return 1, nil })
+	for _, e := range []error{err, verr} {
+		if e == nil || !strings.HasPrefix(e.Error(), "retry: ") || !strings.Contains(e.Error(), "nil *Hedger") {
+			t.Errorf("a nil *Hedger gave %v, want an error starting with retry: that names the nil *Hedger", e)
 		}
-	})
+	}
+	if calls != 0 || v != 0 || len(r.kinds()) != 0 {
+		t.Errorf("op called %d times, value %d, events %v; want none", calls, v, r.kinds())
+	}
+	// The zero Hedger hedges: with a fixed Hedger's test elsewhere, this
+	// one only checks that it is accepted and runs the call.
+	if err := retry.Hedge(t.Context(), retry.Policy{}, &retry.Hedger{}, func(context.Context) error { calls++; return nil }); err != nil || calls != 1 {
+		t.Errorf("Hedge(&Hedger{}) = %v after %d calls, want nil after 1", err, calls)
+	}
 }
 
 func TestHedgePanicInHedgeIsReraised(t *testing.T) {

@@ -55,6 +55,7 @@ type loopState struct {
 	wait   time.Duration // the wait Failed granted, not yet counted in waited
 	waited time.Duration // the waits so far
 	start  time.Time     // start of the call (MaxElapsed), else of the first failure
+	until  time.Time     // the end of a time budget set by Until, or zero
 	err    error         // the error of the attempt last judged
 	made   error         // the error of the last attempt made (not rejected)
 	timer  *time.Timer
@@ -97,6 +98,13 @@ func (l *loopState) init(p *Policy) {
 // Succeeded or Failed without a Begin.
 func (l *Loop) Attempts() int { return l.s.n }
 
+// Until ends the call's time budget at t, when that is sooner than
+// MaxElapsed's end: Failed then starts no wait that would end at or past t
+// and gives up with ReasonTimeBudget instead. For a limit that the client
+// learns during the call (an idempotency token that the service forgets
+// after a while). The zero t means none.
+func (l *Loop) Until(t time.Time) { l.s.until = t }
+
 // Begin starts the next attempt, after a Wait (or the client's own wait)
 // for a retry. It asks the Throttle: when it rejects the attempt, Begin
 // tells the Observer EventThrottled and returns [ErrThrottled]; the
@@ -109,9 +117,19 @@ func (l *Loop) Attempts() int { return l.s.n }
 func (l *Loop) Begin(ctx context.Context) (context.Context, error) { return l.s.begin(l.p, ctx) }
 
 func (l *loopState) begin(p *Policy, ctx context.Context) (context.Context, error) {
+	l.n++
+	l.state = attemptSent
+	if l.wait != 0 || p.Throttle != nil || p.Budget != nil || p.AttemptTimeout > 0 || p.Observer != nil {
+		return l.account(p, ctx)
+	}
+	return ctx, nil // nothing to count, ask or tell: kept short to be inlined
+}
+
+// account is begin's part for a policy with a Throttle, Budget,
+// AttemptTimeout or Observer, or after a wait to count.
+func (l *loopState) account(p *Policy, ctx context.Context) (context.Context, error) {
 	l.waited = addSat(l.waited, l.wait)
 	l.wait = 0
-	l.n++
 	if p.Throttle != nil && !p.Throttle.allow() {
 		l.state = attemptRejected
 		if p.Observer != nil {
@@ -122,7 +140,6 @@ func (l *loopState) begin(p *Policy, ctx context.Context) (context.Context, erro
 	if p.Budget != nil {
 		p.Budget.record(l.n > 1)
 	}
-	l.state = attemptSent
 	actx := ctx
 	if p.AttemptTimeout > 0 {
 		d := p.AttemptTimeout
@@ -161,10 +178,13 @@ func (l *loopState) sent(p *Policy, ctx context.Context) {
 // it succeeded) as soon as the client learns it, before it calls Succeeded
 // or Failed, which then do not tell it again. Without Record they tell it
 // themselves; Record matters to a client that sees outcomes apart from its
-// retry decisions (grpc.OnFinish, the AWS SDK's release functions).
+// retry decisions (grpc.OnFinish, the AWS SDK's release functions). Like
+// Unseen, Succeeded and Failed, it counts an attempt that the client made
+// without a Begin.
 func (l *Loop) Record(err error) { l.s.record(l.p, err) }
 
 func (l *loopState) record(p *Policy, err error) {
+	l.made0()
 	if l.state != attemptSent {
 		return
 	}
@@ -181,8 +201,19 @@ func (l *loopState) record(p *Policy, err error) {
 func (l *Loop) Unseen() { l.s.unseen() }
 
 func (l *loopState) unseen() {
+	l.made0()
 	if l.state == attemptSent {
 		l.state = attemptRecorded
+	}
+}
+
+// made0 counts an attempt that the client made without a Begin or Sent
+// (nothing to ask or tell before it), as Record, Unseen, Succeeded and
+// Failed learn of it.
+func (l *loopState) made0() {
+	if l.state == attemptNone {
+		l.n++
+		l.state = attemptSent
 	}
 }
 
@@ -198,14 +229,12 @@ func (l *loopState) timedOut(ctx context.Context, err error) bool {
 // AttemptTimeout cut the attempt short. An attempt reported without a
 // Begin or Sent is counted here.
 func (l *loopState) end(p *Policy, ctx context.Context, err error) (timedOut bool) {
-	if l.state == attemptNone {
-		l.n++ // made by the client without asking: nothing to account but the count
-	}
-	if l.state != attemptRejected {
+	l.made0()
+	if l.state != attemptRejected && l.actx != nil {
 		timedOut = l.timedOut(ctx, err)
-		if l.state != attemptRecorded && p.Throttle != nil {
-			p.Throttle.recordTimed(err, timedOut)
-		}
+	}
+	if l.state == attemptSent && p.Throttle != nil {
+		p.Throttle.recordTimed(err, timedOut)
 	}
 	if l.cancel != nil {
 		l.cancel()
@@ -220,8 +249,13 @@ func (l *loopState) end(p *Policy, ctx context.Context, err error) (timedOut boo
 func (l *Loop) Succeeded(ctx context.Context) { l.s.succeeded(l.p, ctx) }
 
 func (l *loopState) succeeded(p *Policy, ctx context.Context) {
-	l.end(p, ctx, nil)
-	l.done(p, ctx)
+	if l.state != attemptSent || p.Throttle != nil || l.cancel != nil {
+		l.end(p, ctx, nil)
+	}
+	l.state = attemptNone
+	if p.Observer != nil {
+		p.Observer.Observe(ctx, Event{Kind: EventDone, Attempt: l.n, MaxAttempts: p.maxAttempts(), Waited: l.waited})
+	}
 }
 
 // done tells the Observer that the call succeeded.
@@ -285,12 +319,12 @@ func (l *loopState) judge(p *Policy, ctx context.Context, err error, timedOut bo
 	observed := p.Observer != nil || p.Logger != nil
 	dl, hasDeadline := ctx.Deadline()
 	var elapsed time.Duration
-	if p.MaxElapsed > 0 || hasDeadline || observed {
+	if p.MaxElapsed > 0 || hasDeadline || observed || !l.until.IsZero() {
 		now := time.Now()
 		elapsed = now.Sub(l.start)
 		// As for the deadline below, a wait that ends when the budget
 		// does would leave the attempt no time: give up.
-		if p.MaxElapsed > 0 && d >= p.MaxElapsed-elapsed {
+		if p.MaxElapsed > 0 && d >= p.MaxElapsed-elapsed || !l.until.IsZero() && d >= l.until.Sub(now) {
 			return 0, l.fail(p, ctx, err, ReasonTimeBudget, nil)
 		}
 		// A wait that ends at the deadline would leave the attempt no

@@ -103,10 +103,10 @@ func TestLoopIsDo(t *testing.T) {
 			return retry.Policy{Jitter: retry.NoJitter(), Budget: b}
 		}, op: func(int) error { return errTransient }},
 		{name: "throttle", policy: func() retry.Policy {
+			// Every attempt rejected, so that Do and the Loop draw alike:
+			// the rule's own rejections are random (at most 0.9).
 			th, _ := retry.NewThrottle(retry.ThrottleConfig{K: 1})
-			for range 50 {
-				th.Record(false)
-			}
+			th.Override(retry.ThrottleRejectAll)
 			return retry.Policy{Initial: retry.Immediate, Throttle: th, MaxAttempts: 6}
 		}, op: func(int) error { return retry.ServerWait(errTransient, time.Millisecond) }},
 		{name: "retryable", policy: func() retry.Policy {
@@ -295,4 +295,26 @@ func TestLoopSuccessAllocatesNothing(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("%v allocs per call, want 0", n)
 	}
+}
+
+// TestLoopUntil: a time budget set during the call ends it as MaxElapsed
+// does, with ReasonTimeBudget, before a wait that would pass it.
+func TestLoopUntil(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := retry.Policy{Jitter: retry.NoJitter()}
+		l := p.Loop()
+		ctx := t.Context()
+		l.Until(time.Now().Add(2 * time.Second))
+		if d, stop := l.Failed(ctx, errTransient); stop != nil || d != time.Second {
+			t.Fatalf("Failed = %v, %v; want 1s, nil", d, stop)
+		}
+		if err := l.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, stop := l.Failed(ctx, errTransient) // the 2 s wait would end at 3 s
+		var re *retry.Error
+		if !errors.As(stop, &re) || re.Reason != retry.ReasonTimeBudget || re.Attempts != 2 {
+			t.Fatalf("stop = %v, want ReasonTimeBudget after 2 attempts", stop)
+		}
+	})
 }

@@ -46,18 +46,38 @@ const (
 	// not sent; no more hedges follow in this burst, and the call waits
 	// for the copies in flight.
 	EventHedgeRefused
+	// EventHeld: a client-side pacer (retryhttp's Pacer) holds attempt
+	// Attempt for Delay before sending it, because a server said that the
+	// quota the attempt draws on is spent until then; Err says which
+	// hint. The loop does not emit it: the layer that holds the attempt
+	// does, on the goroutine sending it, after that attempt's EventAttempt
+	// (before it under an AttemptTimeout, whose attempt starts once the
+	// hold ends).
+	EventHeld
+	// EventThrottleStarted: a Throttle started rejecting attempts (its
+	// rejection probability rose above 0, or Override forced rejection).
+	// Sent to ThrottleConfig.Observer, not to a Policy's: the state is the
+	// Throttle's, shared by every call. Only Kind is set.
+	EventThrottleStarted
+	// EventThrottleStopped: a Throttle stopped rejecting attempts (its
+	// rejection probability fell to 0, or Override forced none). Sent to
+	// ThrottleConfig.Observer. Only Kind is set.
+	EventThrottleStopped
 )
 
 var eventKindNames = [...]string{
-	EventAttempt:        "attempt",
-	EventRetry:          "retry",
-	EventThrottled:      "throttled",
-	EventBudgetRefused:  "budget_refused",
-	EventDone:           "done",
-	EventHedge:          "hedge",
-	EventHedgeWon:       "hedge_won",
-	EventHedgeCancelled: "hedge_cancelled",
-	EventHedgeRefused:   "hedge_refused",
+	EventAttempt:         "attempt",
+	EventRetry:           "retry",
+	EventThrottled:       "throttled",
+	EventBudgetRefused:   "budget_refused",
+	EventDone:            "done",
+	EventHedge:           "hedge",
+	EventHedgeWon:        "hedge_won",
+	EventHedgeCancelled:  "hedge_cancelled",
+	EventHedgeRefused:    "hedge_refused",
+	EventHeld:            "held",
+	EventThrottleStarted: "throttle_started",
+	EventThrottleStopped: "throttle_stopped",
 }
 
 // String returns the kind's lower-case name, such as "retry".
@@ -74,8 +94,8 @@ type Event struct {
 	Kind        EventKind
 	Attempt     int           // the attempt concerned, 1-based; for EventDone, the attempts made
 	MaxAttempts int           // the policy's attempt limit, or Unlimited
-	Err         error         // EventRetry, EventThrottled, EventBudgetRefused: the attempt's error; EventDone: nil or the *Error
-	Delay       time.Duration // EventRetry: the wait about to start
+	Err         error         // EventRetry, EventThrottled, EventBudgetRefused: the attempt's error; EventDone: nil or the *Error; EventHeld: why the attempt is held
+	Delay       time.Duration // EventRetry, EventHeld: the wait about to start
 	Waited      time.Duration // the waits so far: before the attempt (EventAttempt, EventThrottled), before the failed attempt (EventRetry, EventBudgetRefused: Delay not included), in the whole call (EventDone, a wait the context cut short included)
 	Elapsed     time.Duration // EventRetry, EventBudgetRefused, EventDone after a failure: time since the call started (see Error.Elapsed)
 	Reason      Reason        // EventDone: why the loop gave up; zero on success
@@ -107,7 +127,11 @@ func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
 
 // Observers returns an Observer that passes each event to every non-nil
 // observer in obs, in order. It returns nil when obs holds none, and the
-// observer itself when it holds one.
+// observer itself when it holds one. With two or more, the Observer it
+// returns has a method Unwrap() []Observer that returns them (as the error
+// of errors.Join has Unwrap() []error), so that a package that installs
+// an Observer, such as retryotel's Instrument, can find its own in a
+// Policy and replace it rather than add a second.
 func Observers(obs ...Observer) Observer {
 	var list multiObserver
 	for _, o := range obs {
@@ -131,6 +155,10 @@ func (m multiObserver) Observe(ctx context.Context, e Event) {
 		o.Observe(ctx, e)
 	}
 }
+
+// Unwrap returns the observers, in order. The slice is m itself: callers
+// must not change it.
+func (m multiObserver) Unwrap() []Observer { return m }
 
 // emit hands e to the policy's Observer and Logger. Callers check that at
 // least one of them is set, so that a policy without either pays nothing.

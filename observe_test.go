@@ -136,7 +136,7 @@ func TestObserverThrottleAndBudget(t *testing.T) {
 
 		// A throttle that has seen only rejections rejects most attempts
 		// locally: each rejection is an EventThrottled, not an EventAttempt.
-		th, _ := retry.NewThrottle(retry.ThrottleConfig{K: 1})
+		th, _ := retry.NewThrottle(retry.ThrottleConfig{K: 1, MaxProbability: 1})
 		for range 1000 {
 			if th.Allow() {
 				th.Record(false)
@@ -180,6 +180,19 @@ func TestObserversFanOut(t *testing.T) {
 	retry.Do(t.Context(), retry.Policy{Observer: retry.Observers(&a, nil, &b)}, func(context.Context) error { return nil })
 	if !sameKinds(a.kinds(), []retry.EventKind{att, done}) || !sameKinds(b.kinds(), a.kinds()) {
 		t.Fatalf("a %v, b %v", a.kinds(), b.kinds())
+	}
+}
+
+// Observers of two or more has Unwrap() []Observer, which returns them in
+// order without the nils, as errors.Join's error has Unwrap() []error.
+func TestObserversUnwrap(t *testing.T) {
+	var a, b recorder
+	o, ok := retry.Observers(&a, nil, &b).(interface{ Unwrap() []retry.Observer })
+	if !ok {
+		t.Fatal("Observers(a, nil, b) has no Unwrap() []Observer")
+	}
+	if got := o.Unwrap(); len(got) != 2 || got[0] != retry.Observer(&a) || got[1] != retry.Observer(&b) {
+		t.Errorf("Unwrap() = %v, want [a b]", got)
 	}
 }
 
@@ -287,7 +300,7 @@ func TestWaitedOnEveryEvent(t *testing.T) {
 			calls := 0
 			retry.Do(t.Context(), p, func(context.Context) error {
 				if calls++; calls == 2 {
-					th.SetFleet(1<<40, 0) // from now on every attempt is rejected locally
+					th.Override(retry.ThrottleRejectAll) // from now on every attempt is rejected locally
 				}
 				return errTransient
 			})

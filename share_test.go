@@ -6,6 +6,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/retrykit/retry/internal/fleetseam"
 )
 
 func TestBudgetFleet(t *testing.T) {
@@ -150,7 +152,7 @@ func TestBudgetConfigResolved(t *testing.T) {
 		t.Fatalf("Config = %+v", got)
 	}
 	var zt Throttle
-	if got := zt.Config(); got.K != 2 || got.Window != 2*time.Minute || got.Accepted != nil {
+	if got := zt.Config(); got.K != 2 || got.Window != 10*time.Second || got.MaxProbability != 0.9 || got.CountRejected || got.Accepted != nil {
 		t.Fatalf("zero Throttle Config = %+v", got)
 	}
 	th, _ := NewThrottle(ThrottleConfig{K: 1.5, Window: time.Second})
@@ -167,9 +169,10 @@ func TestThrottleFleet(t *testing.T) {
 	if p := th.Probability(); p != 0 {
 		t.Fatalf("local probability %v, want 0", p)
 	}
-	// The fleet sent 990 more requests, 10 accepted: 1000 − 2×20 over 1001.
+	// The fleet sent 990 more requests, 10 accepted: 1000 − 2×20 over 1001,
+	// 0.96, capped at 0.9.
 	th.SetFleet(990, 10)
-	want := (1000.0 - 2*20) / 1001
+	want := 0.9
 	if p := th.Probability(); math.Abs(p-want) > 1e-12 {
 		t.Fatalf("fleet probability %v, want %v", p, want)
 	}
@@ -184,8 +187,9 @@ func TestThrottleFleet(t *testing.T) {
 	if rejected < 800 {
 		t.Fatalf("rejected %d of 1000 with fleet p ≈ %.2f", rejected, want)
 	}
-	if r, a := th.LocalCounts(); r != 1010 || a != 10 {
-		t.Fatalf("LocalCounts = %d, %d; want 1010, 10", r, a)
+	// Rejected attempts are not counted; those sent are.
+	if r, a := th.LocalCounts(); r != 10+int64(1000-rejected) || a != 10 {
+		t.Fatalf("LocalCounts = %d, %d; want %d, 10", r, a, 10+1000-rejected)
 	}
 	th.ClearFleet()
 	th2, _ := NewThrottle(ThrottleConfig{K: 2, Window: time.Minute})
@@ -211,5 +215,46 @@ func TestDoSharedBudget(t *testing.T) {
 	err = Do(context.Background(), p, func(context.Context) error { return fail })
 	if !errors.As(err, &e) || e.Reason != ReasonAttempts {
 		t.Fatalf("local: err = %v, want ReasonAttempts", err)
+	}
+}
+
+// The seam is reached through internal/fleetseam, where init registered
+// it (these were the Examples of Budget.SetFleet and Throttle.SetFleet when
+// the seam was exported): a sync engine tells a Budget what the other
+// processes did and the lease the store gave it, and the Budget keeps
+// deciding locally; a Throttle's probability counts the fleet's requests.
+func TestFleetSeamRegistered(t *testing.T) {
+	bs, ts := fleetseam.BudgetOf[*Budget](), fleetseam.ThrottleOf[*Throttle]()
+
+	b, _ := NewBudget(BudgetConfig{Ratio: 0.1, MinPerSecond: 1, Window: 10 * time.Second})
+	// The other processes spent 9 of the fleet's reserve of 10 retries,
+	// and the store leased this process 1 of what is left.
+	first, retries := bs.LocalCounts(b)
+	bs.SetFleet(b, 0, 9, fleetseam.Lease{Retries: 1, FirstAttempts: first, Granted: retries, Until: time.Now().Add(time.Second)})
+	if a1, a2 := b.AllowRetry(), b.AllowRetry(); !a1 || a2 {
+		t.Errorf("shared with a lease of 1: AllowRetry %v then %v, want true then false", a1, a2)
+	}
+	if first, retries = bs.LocalCounts(b); first != 0 || retries != 1 || bs.FleetAsked(b) != 2 {
+		t.Errorf("LocalCounts %d, %d, FleetAsked %d; want 0, 1, 2", first, retries, bs.FleetAsked(b))
+	}
+	bs.ClearFleet(b) // the store is down: back to a local budget with its own reserve
+	if !b.AllowRetry() {
+		t.Error("after ClearFleet the Budget refuses a retry from its own reserve")
+	}
+
+	th, _ := NewThrottle(ThrottleConfig{K: 2})
+	if p := th.Probability(); p != 0 {
+		t.Errorf("a new Throttle's probability is %v, want 0", p)
+	}
+	ts.SetFleet(th, 1000, 100) // the others: 1000 requests, 100 accepted
+	if p := th.Probability(); math.Abs(p-0.8) >= 0.005 {
+		t.Errorf("with the fleet's 1000 requests and 100 accepts the probability is %v, want 0.80 to two places", p)
+	}
+	if requests, accepts := ts.LocalCounts(th); requests != 0 || accepts != 0 {
+		t.Errorf("LocalCounts %d, %d; want 0, 0 (the fleet's are not local)", requests, accepts)
+	}
+	ts.ClearFleet(th)
+	if p := th.Probability(); p != 0 {
+		t.Errorf("after ClearFleet the probability is %v, want 0", p)
 	}
 }

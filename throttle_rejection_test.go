@@ -35,12 +35,12 @@ func TestThrottledEndKeepsLastError(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.rejectFirst {
-				th.SetFleet(1<<60, 0)
+				th.Override(retry.ThrottleRejectAll)
 			}
 			calls := 0
 			err = retry.Do(context.Background(), retry.Policy{Initial: retry.Immediate, MaxAttempts: 3, Throttle: th}, func(context.Context) error {
 				calls++
-				th.SetFleet(1<<60, 0) // reject every attempt from now on
+				th.Override(retry.ThrottleRejectAll) // reject every attempt from now on
 				return boom
 			})
 			var re *retry.Error
@@ -77,6 +77,7 @@ func (e *statusError) Error() string { return "backend answered " + strconv.Itoa
 func TestAttemptTimeoutCountsAsThrottleRejection(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		th, _ := retry.NewThrottle(retry.ThrottleConfig{})
+		th.Override(retry.ThrottleAllowAll) // let all 3 through; outcomes are still counted
 		p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 3, AttemptTimeout: time.Second, Throttle: th}
 		errTimeout := errors.New("rpc error: code = DeadlineExceeded desc = context deadline exceeded")
 		retry.Do(t.Context(), p, func(ctx context.Context) error {

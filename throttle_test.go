@@ -17,65 +17,74 @@ func (overloadErr) Overloaded() bool { return true }
 
 func TestThrottleProbabilityFormula(t *testing.T) {
 	for _, c := range []struct {
-		k        float64
+		cfg      ThrottleConfig
 		req, acc int64
 		want     float64
 	}{
-		{2, 0, 0, 0},
-		{2, 100, 50, 0},
-		{2, 100, 60, 0},
-		{2, 100, 0, 100.0 / 101},
-		{2, 1000, 250, 500.0 / 1001},
-		{1.1, 1000, 500, 450.0 / 1001},
+		{ThrottleConfig{}, 0, 0, 0},
+		{ThrottleConfig{}, 100, 50, 0},
+		{ThrottleConfig{}, 100, 60, 0},
+		{ThrottleConfig{}, 1000, 250, 500.0 / 1001},
+		{ThrottleConfig{}, 100, 0, 0.9}, // capped
+		{ThrottleConfig{MaxProbability: 0.75}, 100, 0, 0.75},
+		{ThrottleConfig{MaxProbability: 1}, 100, 0, 100.0 / 101},
+		{ThrottleConfig{K: 1.1}, 1000, 500, 450.0 / 1001},
 	} {
-		th, _ := NewThrottle(ThrottleConfig{K: c.k})
+		th, _ := NewThrottle(c.cfg)
 		th.w.a.Store(c.req)
 		th.w.b.Store(c.acc)
 		if got := th.Probability(); math.Abs(got-c.want) > 1e-12 {
-			t.Errorf("K=%v req=%d acc=%d: p=%v, want %v", c.k, c.req, c.acc, got, c.want)
+			t.Errorf("%+v req=%d acc=%d: p=%v, want %v", c.cfg, c.req, c.acc, got, c.want)
 		}
 	}
 }
 
 // TestThrottleRejectsWithProbability: with p = 0.3 (requests 1e9, accepts
-// 3.5e8, K 2), 100,000 decisions reject 30% ± 5σ (σ ≈ 0.00145).
+// 3.5e8, K 2), 100,000 decisions reject 30% ± 5σ (σ ≈ 0.00145). A
+// rejection is counted as a request only with CountRejected.
 func TestThrottleRejectsWithProbability(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		th, _ := NewThrottle(ThrottleConfig{})
-		th.w.a.Store(1e9)
-		th.w.b.Store(35e7)
-		const n = 100000
-		rejected := 0
-		for range n {
-			if !th.Allow() {
-				rejected++
+	for _, countRejected := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			th, _ := NewThrottle(ThrottleConfig{CountRejected: countRejected})
+			th.w.a.Store(1e9)
+			th.w.b.Store(35e7)
+			const n = 100000
+			rejected := 0
+			for range n {
+				if !th.Allow() {
+					rejected++
+				}
 			}
-		}
-		got, p := float64(rejected)/n, 0.3
-		sigma := math.Sqrt(p * (1 - p) / n)
-		if math.Abs(got-p) > 5*sigma {
-			t.Fatalf("rejected %.4f of attempts, want %.2f ± %.4f", got, p, 5*sigma)
-		}
-		// Each local rejection counts as a request.
-		if r := th.w.a.Load() - 1e9; r != int64(rejected) {
-			t.Fatalf("requests grew by %d, want %d", r, rejected)
-		}
-		th.w.a.Store(1e9)
-		th.w.b.Store(5e8) // p = 0
-		for range 10000 {
-			if !th.Allow() {
-				t.Fatal("rejected at p = 0")
+			got, p := float64(rejected)/n, 0.3
+			sigma := math.Sqrt(p * (1 - p) / n)
+			if math.Abs(got-p) > 5*sigma {
+				t.Fatalf("rejected %.4f of attempts, want %.2f ± %.4f", got, p, 5*sigma)
 			}
-		}
-	})
+			want := int64(0)
+			if countRejected {
+				want = int64(rejected)
+			}
+			if r := th.w.a.Load() - 1e9; r != want {
+				t.Fatalf("CountRejected %v: requests grew by %d, want %d", countRejected, r, want)
+			}
+			th.w.a.Store(1e9)
+			th.w.b.Store(5e8) // p = 0
+			for range 10000 {
+				if !th.Allow() {
+					t.Fatal("rejected at p = 0")
+				}
+			}
+		})
+	}
 }
 
-// TestThrottleConvergesToKTimesCapacity: a backend accepting 10 attempts
-// per second from a client offering 100 per second: the SRE throttle lets
-// through about K × 10 = 20 per second and rejects the rest locally.
-func TestThrottleConvergesToKTimesCapacity(t *testing.T) {
+// TestThrottleCountRejectedConvergesToKTimesCapacity: a backend accepting
+// 10 attempts per second from a client offering 100 per second: with
+// CountRejected (the SRE book's rule) the throttle lets through about
+// K × 10 = 20 per second and rejects the rest locally.
+func TestThrottleCountRejectedConvergesToKTimesCapacity(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		th, _ := NewThrottle(ThrottleConfig{K: 2, Window: time.Minute})
+		th, _ := NewThrottle(ThrottleConfig{K: 2, Window: time.Minute, CountRejected: true})
 		sent := 0
 		for sec := range 300 {
 			capacity := 10
@@ -108,12 +117,11 @@ func TestThrottleWindowForgets(t *testing.T) {
 		for range 1000 {
 			th.Record(false)
 		}
-		if p := th.Probability(); p < 0.99 {
-			t.Fatalf("after 1000 rejections p = %v, want ≈ 1", p)
+		if p := th.Probability(); p != 0.9 {
+			t.Fatalf("after 1000 rejections p = %v, want the cap, 0.9", p)
 		}
 		time.Sleep(11 * time.Second)
-		th.Allow() // p > 0: reads the clock and moves the window
-		if p := th.Probability(); p != 0 {
+		if p := th.Probability(); p != 0 { // reads the clock and moves the window
 			t.Fatalf("a window later p = %v, want 0", p)
 		}
 	})
@@ -145,7 +153,8 @@ func TestThrottleAcceptedRule(t *testing.T) {
 }
 
 func TestNewThrottleErrors(t *testing.T) {
-	for _, c := range []ThrottleConfig{{K: 0.5}, {K: -1}, {K: math.NaN()}, {K: math.Inf(1)}, {Window: -time.Second}, {Window: 10}} {
+	for _, c := range []ThrottleConfig{{K: 0.5}, {K: -1}, {K: math.NaN()}, {K: math.Inf(1)}, {Window: -time.Second}, {Window: 10},
+		{MaxProbability: -0.1}, {MaxProbability: 1.5}, {MaxProbability: math.NaN()}, {MaxProbability: math.Inf(1)}} {
 		if _, err := NewThrottle(c); err == nil {
 			t.Errorf("NewThrottle(%+v): no error", c)
 		}
@@ -154,7 +163,7 @@ func TestNewThrottleErrors(t *testing.T) {
 
 func TestDoThrottledAttemptsSkipOp(t *testing.T) {
 	th, _ := NewThrottle(ThrottleConfig{})
-	th.w.a.Store(1e12) // p ≈ 1: every attempt rejected
+	th.Override(ThrottleRejectAll)
 	calls := 0
 	err := Do(context.Background(), Policy{Initial: Immediate, MaxAttempts: 3, Throttle: th}, func(context.Context) error {
 		calls++

@@ -35,7 +35,8 @@ const (
 
 // verdict is what the Retryer makes of an attempt's error.
 type verdict struct {
-	retry   bool          // the SDK's classifiers retry it, and it is safe to repeat
+	retry   bool          // the SDK's classifiers retry it
+	safe    bool          // repeating it cannot apply a write twice (or the operation may be repeated)
 	maybe   bool          // the attempt may have been applied and the operation writes (MarkSafe or not)
 	hint    time.Duration // x-amz-retry-after
 	hasHint bool
@@ -47,7 +48,8 @@ func judge(err error, c Class, marked bool) verdict {
 	var v verdict
 	o := applied(err)
 	v.maybe = o == maybeApplied && c != ReadOnly
-	v.retry = sdkRetryable.IsErrorRetryable(err).Bool() && (o == notApplied || c != Unsafe || marked)
+	v.retry = sdkRetryable.IsErrorRetryable(err).Bool()
+	v.safe = o == notApplied || c != Unsafe || marked
 	v.hint, v.hasHint = retryAfter(err)
 	return v
 }

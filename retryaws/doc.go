@@ -23,24 +23,24 @@
 //	                   MaxAttempts is applied by GetRetryToken, so that a call that
 //	                   used its attempts up ends with retrykit's error
 //	GetAttemptToken    first attempt: refuses an overridden attempt limit (below),
-//	                   Throttle.Allow (a rejected attempt waits and asks again as
-//	                   in retry.Do), Budget.RecordAttempt if it let it through,
-//	                   EventAttempt
-//	(the release)      after each attempt: Throttle.Record; on success EventDone
+//	                   starts the call's retry.Loop and its first attempt
+//	                   (Loop.Begin: a Throttle's rejection waits and asks again
+//	                   as in retry.Do)
+//	(the release)      after each attempt: Loop.Record; on success Loop.Succeeded
 //	IsErrorRetryable   returns true for every error, so that GetRetryToken decides
-//	GetRetryToken      after each failure: classification, stop rules (attempts,
-//	                   MaxElapsed, the context's deadline, Budget.AllowRetry),
-//	                   EventRetry, the wait (ended by the context), Throttle.Allow,
-//	                   EventAttempt; or the error that ends the call, with EventDone
+//	GetRetryToken      after each failure: classification, then Loop.Failed (the
+//	                   stop rules, Budget, EventRetry), Loop.Wait (ended by the
+//	                   context) and Loop.Begin for the retry; or the error that
+//	                   ends the call, with EventDone
 //	RetryDelay         returns -(5 s + 1 ns): the wait is over (see Waits)
 //
 // A call whose context had ended before its first attempt is not seen at
 // all: the SDK returns the context's error without asking the Retryer.
 // The Observer is called with the attempt's context, except for the
 // EventDone of a success, which gets context.Background() (the release has
-// no context). AttemptTimeout is not applied (a Retryer cannot bound an
-// attempt: use the HTTP client's timeouts or the context), and Logger is
-// not used.
+// no context); the Logger gets the same events as the Observer, with the
+// same contexts. AttemptTimeout is not applied (a Retryer cannot bound an
+// attempt: use the HTTP client's timeouts or the context).
 //
 // # Errors
 //
@@ -52,7 +52,7 @@
 // context's error for ReasonContext and ReasonDeadline), so that
 // retry.IsExhausted holds and an enclosing retry.Do does not send the call
 // again. A call that wrote something and one of whose attempts lost its
-// reply also matches ErrMaybeApplied, whatever its later attempts met. A
+// reply also matches retry.ErrMaybeApplied, whatever its later attempts met. A
 // nil *Retryer refuses every call, unsent, with an error.
 //
 // # Classification
@@ -83,7 +83,8 @@
 //
 // An operation's Class comes from Safety (docs/aws.md has the table for S3
 // and DynamoDB), WithClass, or MarkSafe for one call. Policy.Retryable,
-// when set, is asked after these rules and can only narrow them. An error
+// when set, replaces the SDK's classifiers (the first rule above); what is
+// not safe to repeat still ends the call. An error
 // that a lower retrykit layer already gave up on (retry.IsExhausted) is not
 // retried unless Policy.RetryExhausted.
 //

@@ -8,19 +8,6 @@ import (
 )
 
 var (
-	// ErrMaybeApplied is matched (with errors.Is) by the error of a call
-	// that wrote something and one of whose attempts lost its reply after
-	// the request was sent (connection reset or closed, timeout, context
-	// ended while waiting, a 500, 502 or 504, a 2xx whose body could not be
-	// read): the service may or may not have applied it. Such an attempt is
-	// repeated only when the operation is safe to repeat (see Safety,
-	// MarkSafe); otherwise the call ends at once with this error, and the
-	// caller must find out for itself. Once an attempt lost its reply, the
-	// call's error matches it whatever the later attempts met (a throttling
-	// error, a failed condition): a caller must not take such a call for
-	// unapplied. Read-only operations never match it.
-	ErrMaybeApplied = errors.New("retryaws: request may have been applied")
-
 	// ErrMaxAttemptsOverride is matched by the error of a call made through
 	// a client whose attempt limit the SDK overrides (AWS_MAX_ATTEMPTS,
 	// max_attempts in the shared config, Options.RetryMaxAttempts, or
@@ -38,7 +25,7 @@ var (
 // *retry.Error that retry.Do would have returned, so that retry.IsExhausted
 // holds and an enclosing retry loop does not retry the call again.
 type stopError struct {
-	e     retry.Error
+	e     *retry.Error
 	maybe bool // an attempt may have been applied
 	lost  bool // the last one may have been
 }
@@ -61,10 +48,11 @@ func (s *stopError) Error() string {
 	return msg + " (" + s.e.Reason.String() + ")"
 }
 
-func (s *stopError) Unwrap() error { return &s.e }
+func (s *stopError) Unwrap() error { return s.e }
 
-// Is reports whether target is ErrMaybeApplied and describes this call.
-func (s *stopError) Is(target error) bool { return target == ErrMaybeApplied && s.maybe }
+// Is reports whether target is retry.ErrMaybeApplied and describes this
+// call.
+func (s *stopError) Is(target error) bool { return target == retry.ErrMaybeApplied && s.maybe }
 
 // overrideError is the error of a call whose attempt limit the SDK
 // overrides (see ErrMaxAttemptsOverride).
@@ -80,17 +68,6 @@ func (e *overrideError) Is(target error) bool { return target == ErrMaxAttemptsO
 // Exhausted reports true: the call was refused on purpose, and an
 // enclosing retry loop must not send it again.
 func (e *overrideError) Exhausted() bool { return true }
-
-// throttledError is the last error of a call whose last attempts the
-// Throttle rejected after an attempt that was made and failed with made,
-// as retry.Do reports it: it matches both retry.ErrThrottled and made.
-type throttledError struct{ made error }
-
-func (e *throttledError) Error() string {
-	return retry.ErrThrottled.Error() + ", after: " + e.made.Error()
-}
-
-func (e *throttledError) Unwrap() []error { return []error{retry.ErrThrottled, e.made} }
 
 // errNilRetryer is the error of every call through a nil *Retryer.
 type errNilRetryer struct{}

@@ -45,7 +45,7 @@ func ExampleNew() {
 		TableName: aws.String("t"), Key: key, UpdateExpression: aws.String("ADD n :one"),
 		ExpressionAttributeValues: map[string]ddb.AttributeValue{":one": &ddb.AttributeValueMemberN{Value: "1"}},
 	})
-	fmt.Println("UpdateItem may have been applied:", errors.Is(err, retryaws.ErrMaybeApplied), "after", fake.Requests("UpdateItem"), "request")
+	fmt.Println("UpdateItem may have been applied:", errors.Is(err, retry.ErrMaybeApplied), "after", fake.Requests("UpdateItem"), "request")
 	fmt.Println("counter:", fake.Item("c"))
 	// Output:
 	// GetItem: <nil> after 2 requests

@@ -3,6 +3,7 @@ package retryaws
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -43,28 +44,25 @@ type Retryer struct {
 
 var _ aws.RetryerV2 = (*Retryer)(nil)
 
-// New returns a Retryer that retries as p says, or p.Validate's error, or
-// the error of an option given a bad value.
+// New returns a Retryer that retries as p says, or an error: p.Validate's,
+// one naming a Policy field the Retryer cannot apply (AttemptTimeout:
+// docs/engine.md has the table for every module), or that of an option
+// given a bad value.
 // With no options it retries what the SDK's standard retryer retries,
 // repeats after a lost reply only what Safety (or MarkSafe) says is safe,
 // and honours x-amz-retry-after up to DefaultMaxServerWait.
 func New(p retry.Policy, opts ...Option) (*Retryer, error) {
 	if err := p.Validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("retryaws: New: %w", err)
+	}
+	if p.AttemptTimeout != 0 {
+		return nil, fmt.Errorf("retryaws: New: Policy.AttemptTimeout %v cannot be applied: the SDK makes each attempt, and a Retryer cannot bound it; use the HTTP client's timeouts or the call's context", p.AttemptTimeout)
 	}
 	c := newConfig(opts)
 	if c.err != nil {
 		return nil, c.err
 	}
 	return &Retryer{p: p, c: c}, nil
-}
-
-// maxAttempts is the policy's attempt limit, its default resolved.
-func (r *Retryer) maxAttempts() int {
-	if r.p.MaxAttempts == 0 {
-		return retry.DefaultMaxAttempts
-	}
-	return r.p.MaxAttempts
 }
 
 // MaxAttempts returns 0, which the SDK's retry loop reads as "no limit of
@@ -109,6 +107,7 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 	}
 	attempt, limit := sdkAttempt(ctx)
 	if attempt > 1 {
+		// Retries were accounted by GetRetryToken.
 		return nopRelease, nil
 	}
 	if limit != 0 {
@@ -116,24 +115,20 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 	}
 	c := r.newCall(ctx)
 	c.sdkN = 1
-	p := &r.p
-	if p.MaxElapsed > 0 {
-		c.start = time.Now()
-	}
-	if p.Throttle != nil && !p.Throttle.Allow() {
-		// As in retry.Do, the attempts sent after a rejected first one are
-		// retries, granted by the Budget: the call earns it nothing.
-		c.emit(ctx, retry.Event{Kind: retry.EventThrottled, Attempt: 1, Err: retry.ErrThrottled})
-		if err := c.retry(ctx, retry.ErrThrottled, verdict{retry: true}); err != nil {
-			return nil, err
+	// A first attempt that the Throttle rejects waits and asks again, as
+	// in retry.Do: the attempts then sent are retries, which earn the
+	// Budget nothing.
+	for {
+		if _, err := c.l.Begin(ctx); err == nil {
+			return c.release, nil
 		}
-		return c.release, nil
+		if _, stop := c.l.Failed(ctx, retry.ErrThrottled); stop != nil {
+			return nil, c.stop(stop, false)
+		}
+		if stop := c.l.Wait(ctx); stop != nil {
+			return nil, c.stop(stop, false)
+		}
 	}
-	if p.Budget != nil {
-		p.Budget.RecordAttempt()
-	}
-	c.emit(ctx, retry.Event{Kind: retry.EventAttempt, Attempt: 1})
-	return c.release, nil
 }
 
 // GetRetryToken is called by the SDK after each failed attempt: it decides
@@ -149,9 +144,10 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	c := r.unpark(opErr, k)
 	if c == nil {
 		// Called outside the SDK's loop, or the attempt's state was not
-		// kept (see park): decide with what the SDK says of the attempt.
+		// kept (see park): decide as for a call's first attempt, the one
+		// this failure reports, which the Throttle is told here.
 		c = k
-		c.n = max(c.sdkN, 1)
+		c.l.Record(overloadMark{opErr})
 	}
 	if err := c.decide(ctx, opErr); err != nil {
 		return nil, err
@@ -165,22 +161,19 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 // between a failed attempt and the SDK's GetRetryToken in r.parked.
 type call struct {
 	r         *Retryer
-	service   string // the SDK's service ID
+	l         retry.Loop // the call's loop, on r.p
+	service   string     // the SDK's service ID
 	operation string
 	class     Class
-	marked    bool          // MarkSafe
-	maybe     bool          // an attempt may have been applied (see judge)
-	sdkN      int           // the SDK's number of the attempt being made
-	n         int           // attempts made (sent or rejected by the Throttle)
-	prev      time.Duration // the previous computed wait
-	waited    time.Duration // total of the waits
-	start     time.Time     // start of the call (MaxElapsed) or of the first failure
-	lostAt    time.Time     // the first failure that may have been applied
-	nextInMap *call         // another call parked under the same error value
+	marked    bool      // MarkSafe
+	maybe     bool      // an attempt may have been applied (see judge)
+	sdkN      int       // the SDK's number of the attempt being made
+	lostAt    time.Time // the first failure that may have been applied
+	nextInMap *call     // another call parked under the same error value
 }
 
 func (r *Retryer) newCall(ctx context.Context) *call {
-	c := &call{r: r, n: 1, service: awsmiddle.GetServiceID(ctx), operation: awsmiddle.GetOperationName(ctx)}
+	c := &call{r: r, l: r.p.Loop(), service: awsmiddle.GetServiceID(ctx), operation: awsmiddle.GetOperationName(ctx)}
 	c.class = r.c.class(c.service, c.operation)
 	c.marked = markedSafe(ctx)
 	return c
@@ -190,16 +183,11 @@ func (r *Retryer) newCall(ctx context.Context) *call {
 // the attempt (as the first attempt's attempt token, then as the retry
 // token of each retry).
 func (c *call) release(err error) error {
-	p := &c.r.p
-	if p.Throttle != nil {
-		recordThrottle(p.Throttle, err)
-	}
 	if err == nil {
-		if p.Observer != nil {
-			p.Observer.Observe(context.Background(), retry.Event{Kind: retry.EventDone, Attempt: c.n, MaxAttempts: c.r.maxAttempts(), Waited: c.waited})
-		}
+		c.l.Succeeded(context.Background()) // the release has no context
 		return nil
 	}
+	c.l.Record(overloadMark{err})
 	c.r.park(err, c)
 	return nil
 }
@@ -298,178 +286,74 @@ func hashable(v reflect.Value) bool {
 	return true
 }
 
-// decide handles the failure of attempt c.n with err, as retry.Do would:
-// nil means retry (the wait is over and the next attempt may be sent),
-// otherwise the error to return to the SDK.
+// decide handles the failure of the current attempt of c with err: it
+// classifies err, hands it to the call's loop, and waits. Nil means retry
+// (the wait is over and the next attempt may be sent), otherwise the error
+// to return to the SDK.
 func (c *call) decide(ctx context.Context, err error) error {
 	p := &c.r.p
-	now := time.Now()
-	if c.start.IsZero() {
-		c.start = now
-	}
-	elapsed := now.Sub(c.start)
 	v := judge(err, c.class, c.marked)
 	c.maybe = c.maybe || v.maybe
 	if v.maybe && c.lostAt.IsZero() {
-		c.lostAt = now
+		c.lostAt = time.Now()
+		if c.class == Token && !c.marked {
+			// The service would no longer know the token of the attempt
+			// that may have been applied.
+			c.l.Until(c.lostAt.Add(TokenWindow))
+		}
 	}
 	switch {
 	case retry.IsExhausted(err) && !p.RetryExhausted:
-		return c.stop(ctx, err, retry.ReasonExhausted, elapsed, v.maybe)
-	case !v.retry:
-		if ctx.Err() != nil {
-			return c.stop(ctx, err, retry.ReasonContext, elapsed, v.maybe)
+		// The loop gives up with ReasonExhausted (or the context's end).
+	case !v.safe && ctx.Err() == nil:
+		err = retry.Permanent(err) // not safe to repeat: Retryable cannot change that
+	case !v.retry && p.Retryable == nil && ctx.Err() == nil:
+		err = retry.Permanent(err) // Retryable, when set, replaces the SDK's rule
+	case v.hasHint && c.r.c.serverDelayCap() >= 0:
+		if v.hint > c.r.c.serverDelayCap() {
+			// A server that asks for more than the cap gets its error at once.
+			err = retry.Permanent(err)
+		} else {
+			err = retry.ServerWait(err, serverwait.Jitter(v.hint))
 		}
-		return c.stop(ctx, err, retry.ReasonPermanent, elapsed, v.maybe)
-	case p.Retryable != nil && !p.Retryable(err):
-		return c.stop(ctx, err, retry.ReasonPermanent, elapsed, v.maybe)
-	case v.hasHint && c.r.c.serverDelayCap() >= 0 && v.hint > c.r.c.serverDelayCap():
-		// A server that asks for more than the cap gets its error at once.
-		return c.stop(ctx, err, retry.ReasonPermanent, elapsed, v.maybe)
 	}
-	return c.retry(ctx, err, v)
-}
-
-// retry runs the stop rules and waits before the next attempt of c, whose
-// last attempt failed with err, as retry.Do does; a Throttle that rejects
-// the next attempt makes it count as an attempt, and the loop goes on as
-// after any failure.
-func (c *call) retry(ctx context.Context, err error, v verdict) error {
-	p := &c.r.p
-	made := err // the error of the last attempt that was sent
-	if made == retry.ErrThrottled {
-		made = nil
+	if _, stop := c.l.Failed(ctx, err); stop != nil {
+		return c.stop(stop, v.maybe)
 	}
-	var hint time.Duration
-	if v.hasHint && c.r.c.serverDelayCap() >= 0 {
-		hint = serverwait.Jitter(v.hint)
+	if stop := c.l.Wait(ctx); stop != nil {
+		return c.stop(stop, v.maybe)
 	}
-	if c.start.IsZero() {
-		c.start = time.Now() // as retry.Error.Elapsed without MaxElapsed
-	}
-	elapsed := time.Since(c.start)
+	// A Throttle that rejects the next attempt makes it count as an
+	// attempt, and the loop goes on as after any failure.
 	for {
-		if err == retry.ErrThrottled && made != nil {
-			err = &throttledError{made: made}
+		if _, err := c.l.Begin(ctx); err == nil {
+			return nil
 		}
-		if c.r.maxAttempts() != retry.Unlimited && c.n >= c.r.maxAttempts() {
-			return c.stop(ctx, err, retry.ReasonAttempts, elapsed, v.maybe)
+		if _, stop := c.l.Failed(ctx, retry.ErrThrottled); stop != nil {
+			return c.stop(stop, v.maybe)
 		}
-		d := p.Delay(c.n-1, c.prev, nil)
-		c.prev = d
-		if hint > d {
-			d, hint = hint, 0
+		if stop := c.l.Wait(ctx); stop != nil {
+			return c.stop(stop, v.maybe)
 		}
-		if p.MaxElapsed > 0 && d >= p.MaxElapsed-elapsed {
-			return c.stop(ctx, err, retry.ReasonTimeBudget, elapsed, v.maybe)
-		}
-		if c.class == Token && !c.marked && !c.lostAt.IsZero() && d >= TokenWindow-time.Since(c.lostAt) {
-			// The service would no longer know the token of the attempt
-			// that may have been applied.
-			return c.stop(ctx, err, retry.ReasonTimeBudget, elapsed, v.maybe)
-		}
-		if dl, ok := ctx.Deadline(); ok && d > 0 && d >= time.Until(dl) {
-			// As retry.Do: a wait that ends at or past the deadline would
-			// leave the attempt no time.
-			return c.stopCause(ctx, err, retry.ReasonDeadline, context.DeadlineExceeded, elapsed, v.maybe)
-		}
-		if p.Budget != nil && !p.Budget.AllowRetry() {
-			c.emit(ctx, retry.Event{Kind: retry.EventBudgetRefused, Attempt: c.n, Err: eventErr(err), Elapsed: elapsed})
-			return c.stop(ctx, err, retry.ReasonBudget, elapsed, v.maybe)
-		}
-		c.emit(ctx, retry.Event{Kind: retry.EventRetry, Attempt: c.n, Err: eventErr(err), Delay: d, Elapsed: elapsed})
-		if slept, werr := sleep(ctx, d); werr != nil {
-			c.waited = serverwait.AddSat(c.waited, slept) // as retry.Do: a wait the context cut short counts
-			return c.stopCause(ctx, err, retry.ReasonContext, werr, time.Since(c.start), v.maybe)
-		}
-		c.waited = serverwait.AddSat(c.waited, d)
-		c.n++
-		if p.Throttle == nil || p.Throttle.Allow() {
-			break
-		}
-		err = retry.ErrThrottled
-		c.emit(ctx, retry.Event{Kind: retry.EventThrottled, Attempt: c.n, Err: err})
-		elapsed = time.Since(c.start)
-	}
-	c.emit(ctx, retry.Event{Kind: retry.EventAttempt, Attempt: c.n})
-	return nil
-}
-
-// sleep waits d or until ctx ends, and then returns how long it waited
-// and ctx's error. A context that ends as the wait does counts as ended:
-// no attempt starts once it has.
-func sleep(ctx context.Context, d time.Duration) (time.Duration, error) {
-	if d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		start := time.Now()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return min(d, time.Since(start)), ctx.Err()
-		}
-	}
-	return d, ctx.Err()
-}
-
-func (c *call) stop(ctx context.Context, err error, reason retry.Reason, elapsed time.Duration, lost bool) error {
-	var cause error
-	if reason == retry.ReasonContext {
-		cause = ctx.Err()
-	}
-	return c.stopCause(ctx, err, reason, cause, elapsed, lost)
-}
-
-// stopCause ends the call: it tells the Observer EventDone and returns the
-// error the SDK joins to the attempt's. lost says that the last attempt
-// may have been applied; the error matches ErrMaybeApplied when any
-// attempt may have been (c.maybe).
-func (c *call) stopCause(ctx context.Context, err error, reason retry.Reason, cause error, elapsed time.Duration, lost bool) error {
-	last := err
-	if reason == retry.ReasonPermanent {
-		last = retry.Permanent(err)
-	}
-	s := &stopError{e: retry.Error{Attempts: c.n, Elapsed: elapsed, Reason: reason, Err: last, Cause: cause}, maybe: c.maybe || lost, lost: lost}
-	if p := &c.r.p; p.Observer != nil {
-		p.Observer.Observe(ctx, retry.Event{Kind: retry.EventDone, Attempt: c.n, MaxAttempts: c.r.maxAttempts(), Err: &s.e, Reason: reason, Waited: c.waited, Elapsed: elapsed})
-	}
-	return s
-}
-
-func (c *call) emit(ctx context.Context, e retry.Event) {
-	if obs := c.r.p.Observer; obs != nil {
-		e.MaxAttempts = c.r.maxAttempts()
-		if e.Kind != retry.EventDone {
-			e.Waited = c.waited
-		}
-		obs.Observe(ctx, e)
 	}
 }
 
-// eventErr is the Err of an EventRetry or EventBudgetRefused: retry.Do
-// reports a rejected attempt's error there as retry.ErrThrottled itself.
-func eventErr(err error) error {
-	if _, ok := err.(*throttledError); ok {
-		return retry.ErrThrottled
-	}
-	return err
+// stop is the error the SDK joins to the attempt's when c's loop ended
+// with e (a *retry.Error). lost says that the last attempt may have been
+// applied; the error matches retry.ErrMaybeApplied when any attempt may
+// have been (c.maybe).
+func (c *call) stop(e error, lost bool) error {
+	re, _ := e.(*retry.Error)
+	return &stopError{e: re, maybe: c.maybe || lost, lost: lost}
 }
 
-// recordThrottle tells t the outcome of an attempt that was sent, by the
-// rule retry.Do applies: a nil err is accepted; otherwise t's
-// ThrottleConfig.Accepted decides when set, and the default rule when not
-// (see overloaded).
-func recordThrottle(t *retry.Throttle, err error) {
-	if err == nil {
-		t.Record(true)
-		return
-	}
-	if accepted := t.Config().Accepted; accepted != nil {
-		t.Record(accepted(err))
-		return
-	}
-	t.Record(!overloaded(err))
-}
+// overloadMark is an attempt's error as the Throttle's default rule reads
+// it: overloaded (see classify.go) is a rejection.
+type overloadMark struct{ err error }
+
+func (e overloadMark) Error() string    { return e.err.Error() }
+func (e overloadMark) Unwrap() error    { return e.err }
+func (e overloadMark) Overloaded() bool { return overloaded(e.err) }
 
 // sdkAttempt returns the number of the attempt the SDK's retry loop is
 // making in ctx (1 for the first; 0 outside the loop) and the attempt limit

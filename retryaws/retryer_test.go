@@ -143,7 +143,7 @@ func TestClassification(t *testing.T) {
 			if err == nil {
 				return
 			}
-			if got := errors.Is(err, retryaws.ErrMaybeApplied); got != tc.maybe {
+			if got := errors.Is(err, retry.ErrMaybeApplied); got != tc.maybe {
 				t.Errorf("errors.Is(err, ErrMaybeApplied) = %v, want %v: %v", got, tc.maybe, err)
 			}
 			if !retry.IsExhausted(err) {
@@ -231,7 +231,7 @@ func TestContextEndsWhileWaitingForTheReply(t *testing.T) {
 			if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &re) || re.Reason != retry.ReasonContext {
 				t.Fatalf("err = %v, want ReasonContext matching context.DeadlineExceeded", err)
 			}
-			if got := errors.Is(err, retryaws.ErrMaybeApplied); got != tc.maybe || f.Requests(tc.op.name) != 1 {
+			if got := errors.Is(err, retry.ErrMaybeApplied); got != tc.maybe || f.Requests(tc.op.name) != 1 {
 				t.Fatalf("ErrMaybeApplied %v (want %v) after %d requests (want 1): %v", got, tc.maybe, f.Requests(tc.op.name), err)
 			}
 		})

@@ -15,7 +15,7 @@ type Class uint8
 const (
 	// Unsafe: a repeat could apply the operation twice (DynamoDB UpdateItem
 	// with an ADD, S3 CreateMultipartUpload). Not repeated after a lost
-	// reply: the call ends with an error matching ErrMaybeApplied. It is
+	// reply: the call ends with an error matching retry.ErrMaybeApplied. It is
 	// still retried after failures that show the service did not apply it
 	// (throttling, 503, 429, a clock-skew refusal, a connection that was
 	// never made). The zero Class, and that of every operation not in the
@@ -38,7 +38,7 @@ const (
 	// ExportTableToPointInTime, StartBulkPutItems), as long as it still
 	// knows the token: no repeat is sent TokenWindow or later after an
 	// attempt that may have been applied (the call ends with
-	// ErrMaybeApplied and retry.ReasonTimeBudget instead).
+	// retry.ErrMaybeApplied and retry.ReasonTimeBudget instead).
 	Token
 )
 
@@ -95,7 +95,7 @@ func Safety(service, operation string) Class {
 // reply whatever its operation's class: use it for a call that the
 // application knows is idempotent, such as an UpdateItem that only SETs
 // fixed values (if such a call still fails after a lost reply, its error
-// matches ErrMaybeApplied, as for any write):
+// matches retry.ErrMaybeApplied, as for any write):
 //
 //	out, err := db.UpdateItem(retryaws.MarkSafe(ctx), in)
 func MarkSafe(ctx context.Context) context.Context {

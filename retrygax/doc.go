@@ -3,11 +3,10 @@
 // REST): [WithPolicy] turns a retry.Policy into a gax.CallOption that
 // replaces the client's own retry settings, method by method.
 //
+//	opt, err := retrygax.WithPolicy(retry.Policy{MaxAttempts: 5})
+//	if err != nil { ... }
 //	c, _ := redis.NewCloudRedisClient(ctx)
-//	c.CallOptions.GetInstance = []gax.CallOption{
-//		gax.WithTimeout(60 * time.Second),
-//		retrygax.WithPolicy(retry.Policy{MaxAttempts: 5}),
-//	}
+//	c.CallOptions.GetInstance = []gax.CallOption{gax.WithTimeout(60 * time.Second), opt}
 //
 // Generated clients retry little and unevenly: cloud.google.com/go/redis
 // (apiv1) retries nothing; cloud.google.com/go/memorystore retries Get and

@@ -44,10 +44,11 @@ func ExampleWithPolicy() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	c.CallOptions.GetInstance = []gax.CallOption{
-		gax.WithTimeout(time.Minute),
-		retrygax.WithPolicy(retry.Policy{Initial: 10 * time.Millisecond, MaxAttempts: 4}),
+	opt, err := retrygax.WithPolicy(retry.Policy{Initial: 10 * time.Millisecond, MaxAttempts: 4})
+	if err != nil {
+		log.Fatal(err)
 	}
+	c.CallOptions.GetInstance = []gax.CallOption{gax.WithTimeout(time.Minute), opt}
 
 	inst, err := c.GetInstance(ctx, &redispb.GetInstanceRequest{Name: instanceName})
 	fmt.Println(inst.GetState(), err, "calls:", fake.calls.Load())

@@ -2,12 +2,15 @@ package retrygax
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"time"
 
 	"github.com/googleapis/gax-go/v2"
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/serverwait"
+	"google.golang.org/api/googleapi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -45,30 +48,32 @@ import (
 // Replace, do not add to, the client's own retry settings, method by
 // method, so that exactly one layer retries:
 //
-//	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+//	opt, err := retrygax.WithPolicy(p)
+//	if err != nil { ... }
+//	c.CallOptions.GetInstance = []gax.CallOption{opt}
 //
 // (WithPolicy replaces any earlier gax.WithRetry in the list, since the
 // last Retry setting wins; keeping the generated gax.WithTimeout is fine.)
 //
-// What gax lets a Retryer see, and so what applies: p's waits (Initial,
-// Multiplier, MaxDelay, Jitter), MaxAttempts, MaxElapsed (counted from the
-// start of the call), Retryable (consulted after the rules above, which it
-// cannot widen), Budget (each call counts as a first attempt, each retry
-// asks the budget) and Throttle (asked before each retry; a rejected retry
-// costs an attempt and a wait, as in retry.Do, without a request, the wait
-// being added to the next granted one; when the Throttle rejects every
-// attempt left, the call ends at once, without those waits, as gax cannot
-// be told to wait and then stop: the EventDone's Waited leaves them out,
-// although the EventThrottled before it counted them). A
-// Retryer gets no context: a wait that would pass the context's deadline
-// is not refused in advance (gax's sleep ends at the deadline and gax
-// returns the context's error), and AttemptTimeout is not applied (use
-// gax.WithTimeout). When it gives up, gax returns the last error
-// unchanged, not a *retry.Error. Logger is not used.
+// The Retryer is a retry.Loop: p's waits, stop rules, Budget, Throttle,
+// Observer and Logger apply as in retry.Do, except where gax hides what
+// they need. p.Retryable, when set, replaces the status rule above
+// (WithCodes, WithHTTPStatus); the commit rule, the nesting rule, a
+// server's wait over the cap and a context's end still stop the call. The
+// Throttle is not asked before the first attempt, which gax sends before
+// any Retryer exists, only before each retry (a rejected retry costs an
+// attempt and a wait, as in retry.Do, without a request, the wait being
+// added to the next granted one; when the Throttle rejects every attempt
+// left, the call ends at once, and the EventDone's Waited counts the
+// waits gax did not sleep). A Retryer gets no context: a wait that would
+// pass the context's deadline is not refused in advance (gax's sleep ends
+// at the deadline and gax returns the context's error), and the Observer
+// and Logger get context.Background(). When it gives up, gax returns the
+// last error unchanged, not a *retry.Error.
 //
 // Observer: told EventAttempt, EventRetry, EventThrottled,
 // EventBudgetRefused and EventDone (with the *retry.Error it would have
-// returned) as retry.Do tells them, with context.Background(); EventAttempt
+// returned) as retry.Do tells them; EventAttempt
 // of a retry is reported when the retry is granted, before its wait. A
 // successful end (EventDone with a nil Err) and each attempt's outcome for
 // the Throttle (judged as retry.Do judges it: by ThrottleConfig.Accepted
@@ -101,34 +106,36 @@ import (
 // no EventDone either.
 //
 // Several WithPolicy options in one call (the client's default and a
-// per-call override, c.GetInstance(ctx, req, retrygax.WithPolicy(p2))):
+// per-call override, c.GetInstance(ctx, req, opt2)):
 // the last one governs the call, as gax's last Retry setting does, and
 // only its Throttle and Observer are told the call's outcomes. The first
 // attempt is counted when an option is resolved, before gax knows which one
 // wins: an earlier option has already counted it with its Budget and told
-// its Observer EventAttempt, so a later one with the same Budget, or an
+// its Observer EventAttempt, so a later one with the same Budget and an
 // Observer equal to the earlier one's (a pointer, not an ObserverFunc,
-// which Go cannot compare), does not count or tell it again. Put no
+// which Go cannot compare) does not count or tell it again. Put no
 // gax.WithRetry after WithPolicy: WithPolicy cannot see that it was
 // replaced, and would feed its Throttle and Observer for a call it does not
 // govern.
 //
-// An invalid p (see p.Validate) retries nothing, and replaces an earlier
-// WithPolicy like a valid one.
-func WithPolicy(p retry.Policy, opts ...Option) gax.CallOption {
-	o := &policyOption{p: p, c: newConfig(opts), valid: p.Validate() == nil}
-	o.maxAttempts = p.MaxAttempts
-	if o.maxAttempts == 0 {
-		o.maxAttempts = retry.DefaultMaxAttempts
+// WithPolicy refuses, with an error naming the field, an invalid p (the
+// error of p.Validate) and a p with an AttemptTimeout, which a Retryer
+// cannot apply (gax makes each attempt; bound the call with
+// gax.WithTimeout or its context). docs/engine.md has the table of what
+// each module does with each Policy field.
+func WithPolicy(p retry.Policy, opts ...Option) (gax.CallOption, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("retrygax: WithPolicy: %w", err)
 	}
-	return o
+	if p.AttemptTimeout != 0 {
+		return nil, fmt.Errorf("retrygax: WithPolicy: Policy.AttemptTimeout %v cannot be applied: gax makes each attempt, and a Retryer cannot bound it; use gax.WithTimeout or the call's context", p.AttemptTimeout)
+	}
+	return &policyOption{p: p, c: newConfig(opts)}, nil
 }
 
 type policyOption struct {
-	p           retry.Policy
-	c           config
-	valid       bool
-	maxAttempts int
+	p retry.Policy
+	c config
 }
 
 // Resolve sets the call's Retryer. gax calls it once per call, before the
@@ -146,20 +153,13 @@ func (o *policyOption) Resolve(s *gax.CallSettings) {
 	if prev != nil {
 		prev.superseded = true
 	}
-	if !o.valid {
-		s.Retry = nil
-		return
-	}
 	p := &o.p
-	if p.Budget != nil && (prev == nil || prev.o.p.Budget != p.Budget) {
-		p.Budget.RecordAttempt()
-	}
-	if p.Observer != nil && (prev == nil || !sameObserver(prev.o.p.Observer, p.Observer)) {
-		p.Observer.Observe(context.Background(), retry.Event{Kind: retry.EventAttempt, Attempt: 1, MaxAttempts: o.maxAttempts})
-	}
-	r := &retryer{o: o, n: 1}
-	if p.MaxElapsed > 0 {
-		r.start = time.Now() // else from the first failure, as retry.Do measures Error.Elapsed
+	r := &retryer{o: o, l: p.Loop()}
+	// gax sends the first attempt before any Retryer exists: it cannot be
+	// held back, so the Throttle is not asked. An earlier option with the
+	// same Budget and Observer has counted and told it already.
+	if prev == nil || prev.o.p.Budget != p.Budget || !sameObserver(prev.o.p.Observer, p.Observer) {
+		r.l.Sent(context.Background())
 	}
 	s.Retry = func() gax.Retryer { return r }
 	// The gRPC attempt's response headers, if any arrived, commit the call
@@ -186,14 +186,16 @@ func sameObserver(a, b retry.Observer) (same bool) {
 	return a != nil && a == b
 }
 
-// retryer is the state of one call.
+// retryer is the state of one call: its retry.Loop, and what gax shows
+// of each attempt.
 type retryer struct {
 	o      *policyOption
-	header metadata.MD   // the last gRPC attempt's response headers (grpc.Header), nil if none arrived
-	n      int           // attempts made (sent or throttled)
-	prev   time.Duration // the previous computed wait
-	waited time.Duration // total of the waits granted
-	start  time.Time     // start of the call, or of the first failure
+	l      retry.Loop
+	header metadata.MD // the last gRPC attempt's response headers (grpc.Header), nil if none arrived
+	// seen: grpc.OnFinish told the current attempt's outcome (a REST
+	// attempt's never is, nor is a REST success: the Throttle is told
+	// neither).
+	seen bool
 	// superseded: a later WithPolicy in the same call governs it (set
 	// while gax resolves the options, before any attempt).
 	superseded bool
@@ -204,24 +206,31 @@ func (r *retryer) finish(err error) {
 	if r.superseded {
 		return
 	}
-	p := &r.o.p
-	if p.Throttle != nil {
-		recordThrottle(p.Throttle, err)
-	}
-	if err == nil && p.Observer != nil {
-		p.Observer.Observe(context.Background(), retry.Event{Kind: retry.EventDone, Attempt: r.n, MaxAttempts: r.o.maxAttempts, Waited: r.waited})
+	r.seen = true
+	switch {
+	case err == nil:
+		r.l.Succeeded(context.Background())
+	case sendTooLarge(status.Convert(err)):
+		r.l.Unseen() // never sent: nothing to count, as for a local rejection
+	default:
+		r.l.Record(overloadMark{err})
 	}
 }
 
-// Retry implements gax.Retryer: it is called after each failed attempt.
+// Retry implements gax.Retryer: it is called after each failed attempt,
+// and returns the wait that gax then sleeps, which covers the waits before
+// any retries the Throttle rejected on the way.
 func (r *retryer) Retry(err error) (time.Duration, bool) {
-	o, p := r.o, &r.o.p
-	now := time.Now()
-	if r.start.IsZero() {
-		r.start = now // as retry.Error.Elapsed without MaxElapsed
+	bg := context.Background() // a Retryer gets no context
+	if err == nil {
+		err = errNoError // gax never does this; a caller of the Retryer might
 	}
-	elapsed := now.Sub(r.start)
-	v := o.c.judge(err, now)
+	if !r.seen {
+		r.l.Unseen()
+	}
+	r.seen = false
+	o, p := r.o, &r.o.p
+	v := o.c.judge(err, time.Now())
 	committed := r.header != nil
 	r.header = nil // grpc-go sets it only for an attempt that opened a stream
 	switch {
@@ -230,138 +239,80 @@ func (r *retryer) Retry(err error) (time.Duration, bool) {
 			// A lower loop that the call's context ended (retrygrpc's
 			// interceptors in their wait, say): as retry.Do, which looks at
 			// the context before the nesting rule, report the context.
-			return r.giveUpCause(err, retry.ReasonContext, cause, elapsed)
+			r.l.Ended(bg, err, cause)
+			return 0, false
 		}
-		return r.giveUp(err, retry.ReasonExhausted, elapsed)
-	case !v.retry:
-		if cause := contextCause(err); cause != nil {
-			return r.giveUpCause(err, retry.ReasonContext, cause, elapsed)
-		}
-		return r.giveUp(err, retry.ReasonPermanent, elapsed)
+		err = exhaustedMark{err} // a REST response's Retry-Exhausted says so
+	case !v.retry && contextCause(err) != nil:
+		// The call's context ended, as far as a Retryer can tell: as
+		// retry.Do, which looks at the context before Retryable.
+		r.l.Ended(bg, err, contextCause(err))
+		return 0, false
+	case !v.retry && p.Retryable == nil:
+		err = retry.Permanent(err) // Retryable, when set, replaces the code rule
 	case committed:
 		// The server's application answered with headers: the call may
 		// have been applied, and the error may be the client's own (a
 		// response over grpc.MaxCallRecvMsgSize gives RESOURCE_EXHAUSTED
 		// after the method ran). gRFC A6 commits such a call.
-		return r.giveUp(err, retry.ReasonPermanent, elapsed)
-	case p.Retryable != nil && !p.Retryable(err):
-		return r.giveUp(err, retry.ReasonPermanent, elapsed)
-	}
-	var hint time.Duration
-	if v.hasHint && o.c.maxServerDelay >= 0 {
+		err = retry.Permanent(err)
+	case v.hasHint && o.c.maxServerDelay >= 0:
 		// A hint beyond what a Duration holds (saturated by the parsers) is
 		// more than any cap, MaxInt64 included.
 		if v.hint > o.c.maxServerDelay || v.hint == math.MaxInt64 {
-			return r.giveUp(err, retry.ReasonPermanent, elapsed)
+			err = retry.Permanent(err)
+		} else {
+			err = retry.ServerWait(err, serverwait.Jitter(v.hint))
 		}
-		hint = serverwait.Jitter(v.hint)
 	}
-	var total time.Duration // waits granted by this call of Retry
-	made := err             // the error of the attempt that was sent
+	d, stop := r.l.Failed(bg, err)
+	if stop != nil {
+		return 0, false
+	}
 	for {
-		if err == retry.ErrThrottled {
-			// The Throttle rejected the retries after an attempt that was
-			// made: as retry.Do, keep that attempt's error, which says
-			// what the backend answered, beside ErrThrottled.
-			err = &throttledError{made: made}
+		// The retry is granted before gax's wait, so that a retry the
+		// Throttle rejects costs its attempt and the next wait, as in
+		// retry.Do, without a request.
+		_, terr := r.l.Begin(bg)
+		if terr == nil {
+			return d, true
 		}
-		if o.maxAttempts != retry.Unlimited && r.n >= o.maxAttempts {
-			return r.giveUp(err, retry.ReasonAttempts, elapsed)
+		w, stop := r.l.Failed(bg, terr)
+		if stop != nil {
+			return 0, false
 		}
-		d := p.Delay(r.n-1, r.prev, nil)
-		r.prev = d
-		if total == 0 && hint > d {
-			d = hint
-		}
-		if p.MaxElapsed > 0 && d >= p.MaxElapsed-elapsed-total { // as retry.Do: no time left
-			return r.giveUp(err, retry.ReasonTimeBudget, elapsed)
-		}
-		if p.Budget != nil && !p.Budget.AllowRetry() {
-			r.emit(retry.Event{Kind: retry.EventBudgetRefused, Attempt: r.n, Err: eventErr(err), Waited: addSat(r.waited, total), Elapsed: elapsed})
-			return r.giveUp(err, retry.ReasonBudget, elapsed)
-		}
-		r.emit(retry.Event{Kind: retry.EventRetry, Attempt: r.n, Err: eventErr(err), Delay: d, Waited: addSat(r.waited, total), Elapsed: elapsed})
-		total = addSat(total, d)
-		r.n++
-		if p.Throttle == nil || p.Throttle.Allow() {
-			break
-		}
-		// Rejected locally: the attempt counts, nothing is sent, and the
-		// loop goes on as after any failure.
-		err = retry.ErrThrottled
-		r.emit(retry.Event{Kind: retry.EventThrottled, Attempt: r.n, Err: err, Waited: addSat(r.waited, total)})
-	}
-	r.waited = addSat(r.waited, total)
-	r.emit(retry.Event{Kind: retry.EventAttempt, Attempt: r.n, Waited: r.waited})
-	return total, true
-}
-
-// throttledError is the last error of a call whose last retries the
-// Throttle rejected after an attempt that was made and failed with made,
-// as retry.Do reports it: it matches both retry.ErrThrottled and made.
-type throttledError struct{ made error }
-
-func (e *throttledError) Error() string {
-	return retry.ErrThrottled.Error() + ", after: " + e.made.Error()
-}
-
-func (e *throttledError) Unwrap() []error { return []error{retry.ErrThrottled, e.made} }
-
-// eventErr is the Err of an EventRetry or EventBudgetRefused: retry.Do
-// reports a rejected attempt's error there as retry.ErrThrottled itself.
-func eventErr(err error) error {
-	if _, ok := err.(*throttledError); ok {
-		return retry.ErrThrottled
-	}
-	return err
-}
-
-func (r *retryer) giveUp(err error, reason retry.Reason, elapsed time.Duration) (time.Duration, bool) {
-	return r.giveUpCause(err, reason, nil, elapsed)
-}
-
-// giveUpCause is giveUp with the context error that ended the call, for
-// ReasonContext.
-func (r *retryer) giveUpCause(err error, reason retry.Reason, cause error, elapsed time.Duration) (time.Duration, bool) {
-	if r.o.p.Observer != nil {
-		e := &retry.Error{Attempts: r.n, Elapsed: elapsed, Reason: reason, Err: err, Cause: cause}
-		r.emit(retry.Event{Kind: retry.EventDone, Attempt: r.n, Err: e, Reason: reason, Waited: r.waited, Elapsed: elapsed})
-	}
-	return 0, false
-}
-
-func (r *retryer) emit(e retry.Event) {
-	if obs := r.o.p.Observer; obs != nil {
-		e.MaxAttempts = r.o.maxAttempts
-		obs.Observe(context.Background(), e)
+		d = serverwait.AddSat(d, w)
 	}
 }
 
-// recordThrottle tells t the outcome of a gRPC attempt, err being grpc's
-// error for it, by the rule retry.Do applies: a nil err is accepted;
-// otherwise t's ThrottleConfig.Accepted decides when set, and the default
-// rule when not: UNAVAILABLE, RESOURCE_EXHAUSTED and DEADLINE_EXCEEDED are
+// errNoError stands for the nil error of a Retry called without one.
+var errNoError = errors.New("retrygax: Retry called with a nil error")
+
+// overloadMark is an attempt's error as the Throttle's default rule reads
+// it: gRPC's UNAVAILABLE, RESOURCE_EXHAUSTED and DEADLINE_EXCEEDED are
 // overload (retry.Do's rule sees the same through retrygrpc's errors).
-func recordThrottle(t *retry.Throttle, err error) {
-	if err == nil {
-		t.Record(true)
-		return
+type overloadMark struct{ err error }
+
+func (e overloadMark) Error() string { return e.err.Error() }
+func (e overloadMark) Unwrap() error { return e.err }
+
+// Overloaded reports whether the attempt's gRPC status says overload.
+func (e overloadMark) Overloaded() bool {
+	var gerr *googleapi.Error
+	if errors.As(e.err, &gerr) {
+		return false // REST: its status maps to a gRPC code, not a gRPC answer
 	}
-	if accepted := t.Config().Accepted; accepted != nil {
-		t.Record(accepted(err))
-		return
+	switch status.Code(e.err) {
+	case codes.Unavailable, codes.ResourceExhausted, codes.DeadlineExceeded:
+		return true
 	}
-	s := status.Convert(err)
-	if sendTooLarge(s) {
-		return // never sent: nothing to count, as for a local rejection
-	}
-	c := s.Code()
-	t.Record(!(c == codes.Unavailable || c == codes.ResourceExhausted || c == codes.DeadlineExceeded))
+	return false
 }
 
-func addSat(a, b time.Duration) time.Duration {
-	if s := a + b; s >= a {
-		return s
-	}
-	return 1<<63 - 1
-}
+// exhaustedMark is the error of a REST response that a lower retrykit
+// layer marked with retryhttp.HeaderExhausted: it reports retry.IsExhausted.
+type exhaustedMark struct{ err error }
+
+func (e exhaustedMark) Error() string   { return e.err.Error() }
+func (e exhaustedMark) Unwrap() error   { return e.err }
+func (e exhaustedMark) Exhausted() bool { return true }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -46,7 +47,7 @@ func TestGRPCWithPolicy(t *testing.T) {
 		return nil
 	}}
 	c := grpcClient(t, f)
-	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(fast)}
+	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(fast)}
 	start := time.Now()
 	inst, err := getInstance(t.Context(), c)
 	if err != nil {
@@ -76,7 +77,7 @@ func TestGRPCCodes(t *testing.T) {
 		t.Run(tc.code.String(), func(t *testing.T) {
 			f := &fakeRedis{script: failing(1, status.Error(tc.code, "scripted"))}
 			c := grpcClient(t, f)
-			c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(fast)}
+			c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(fast)}
 			_, err := getInstance(t.Context(), c)
 			if n := f.calls.Load(); n != tc.calls {
 				t.Fatalf("server saw %d calls, want %d (err %v)", n, tc.calls, err)
@@ -89,7 +90,7 @@ func TestGRPCCodes(t *testing.T) {
 	// WithCodes replaces the set.
 	f := &fakeRedis{script: failing(1, status.Error(codes.Internal, "scripted"))}
 	c := grpcClient(t, f)
-	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(fast, retrygax.WithCodes(codes.Internal))}
+	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(fast, retrygax.WithCodes(codes.Internal))}
 	if _, err := getInstance(t.Context(), c); err != nil || f.calls.Load() != 2 {
 		t.Fatalf("WithCodes(Internal): err %v after %d calls, want success after 2", err, f.calls.Load())
 	}
@@ -100,7 +101,7 @@ func TestGRPCMaxAttempts(t *testing.T) {
 	c := grpcClient(t, f)
 	p := fast
 	p.MaxAttempts = 3
-	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	if _, err := getInstance(t.Context(), c); status.Code(err) != codes.Unavailable {
 		t.Fatalf("err = %v", err)
 	}
@@ -113,7 +114,7 @@ func TestServerDelayBounds(t *testing.T) {
 	// RetryInfo beyond WithMaxServerWait: the error comes back at once.
 	f := &fakeRedis{script: failing(1, retryInfoErr(codes.Unavailable, time.Second))}
 	c := grpcClient(t, f)
-	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(fast, retrygax.WithMaxServerWait(100*time.Millisecond))}
+	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(fast, retrygax.WithMaxServerWait(100*time.Millisecond))}
 	start := time.Now()
 	if _, err := getInstance(t.Context(), c); status.Code(err) != codes.Unavailable || time.Since(start) > 150*time.Millisecond {
 		t.Fatalf("err = %v after %v, want Unavailable at once", err, time.Since(start))
@@ -123,7 +124,7 @@ func TestServerDelayBounds(t *testing.T) {
 	c2 := grpcClient(t, f2)
 	p := fast
 	p.MaxElapsed = 100 * time.Millisecond
-	c2.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+	c2.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	start = time.Now()
 	if _, err := getInstance(t.Context(), c2); status.Code(err) != codes.Unavailable || time.Since(start) > 150*time.Millisecond {
 		t.Fatalf("err = %v after %v, want Unavailable at once", err, time.Since(start))
@@ -140,7 +141,7 @@ func TestGRPCStackedOverInterceptor(t *testing.T) {
 	p := fast
 	p.MaxAttempts = 3
 	c := grpcClient(t, f, retrygrpc.DialOptions(p)...)
-	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	_, err := getInstance(t.Context(), c)
 	if status.Code(err) != codes.Unavailable || !retry.IsExhausted(err) {
 		t.Fatalf("err = %v", err)
@@ -169,7 +170,7 @@ func TestGRPCBudget(t *testing.T) {
 			mu.Unlock()
 		}
 	})
-	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	getInstance(t.Context(), c)
 	if n := f.calls.Load(); n != 2 {
 		t.Fatalf("server saw %d calls, want 2 (one retry granted)", n)
@@ -198,7 +199,7 @@ func TestObserverEvents(t *testing.T) {
 		events = append(events, s)
 		all = append(all, e)
 	})
-	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	if _, err := getInstance(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +234,7 @@ func TestThrottleFedThroughOnFinish(t *testing.T) {
 		p := fast
 		p.MaxAttempts = 1
 		p.Throttle = th
-		c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+		c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 		for range 20 {
 			getInstance(t.Context(), c)
 		}
@@ -262,7 +263,7 @@ func TestRESTWithPolicy(t *testing.T) {
 		t.Fatalf("defaults: server saw %d calls, want 1", n)
 	}
 	calls.Store(0)
-	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(fast)}
+	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(fast)}
 	if _, err := getInstance(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +288,7 @@ func TestRESTStatuses(t *testing.T) {
 				}
 				return restAnswer{code: 200}
 			}, nil)
-			c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(fast)}
+			c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(fast)}
 			getInstance(t.Context(), c)
 			if n := calls.Load(); n != tc.calls {
 				t.Fatalf("server saw %d calls, want %d", n, tc.calls)
@@ -303,7 +304,7 @@ func TestRESTRetryAfter(t *testing.T) {
 	c := restClient(t, &calls, func(n int) restAnswer {
 		return restAnswer{code: 503, headers: map[string]string{"Retry-After": "1"}}
 	}, nil)
-	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(fast, retrygax.WithMaxServerWait(500*time.Millisecond))}
+	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(fast, retrygax.WithMaxServerWait(500*time.Millisecond))}
 	start := time.Now()
 	getInstance(t.Context(), c)
 	if n, took := calls.Load(), time.Since(start); n != 1 || took > 900*time.Millisecond { // under the 1 s asked: no wait
@@ -320,7 +321,7 @@ func TestRESTRetryAfterOverflow(t *testing.T) {
 		c := restClient(t, &calls, func(n int) restAnswer {
 			return restAnswer{code: 503, headers: map[string]string{"Retry-After": ra}}
 		}, nil)
-		c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(fast, retrygax.WithMaxServerWait(math.MaxInt64))}
+		c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(fast, retrygax.WithMaxServerWait(math.MaxInt64))}
 		start := time.Now()
 		getInstance(t.Context(), c)
 		if n, took := calls.Load(), time.Since(start); n != 1 || took > 900*time.Millisecond { // no wait (any would be far longer)
@@ -338,20 +339,28 @@ func TestRESTStackedOverTransport(t *testing.T) {
 	p.MaxAttempts = 3
 	hc := &http.Client{Transport: &retryhttp.Transport{Policy: p}}
 	c := restClient(t, &calls, func(int) restAnswer { return restAnswer{code: 503} }, hc)
-	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	getInstance(t.Context(), c)
 	if n := calls.Load(); n != 3 {
 		t.Fatalf("server saw %d calls, want 3 (one layer)", n)
 	}
 }
 
-func TestInvalidPolicyRetriesNothing(t *testing.T) {
-	f := &fakeRedis{script: failing(1, status.Error(codes.Unavailable, "down"))}
-	c := grpcClient(t, f)
-	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(retry.Policy{MaxAttempts: -4})}
-	getInstance(t.Context(), c)
-	if n := f.calls.Load(); n != 1 {
-		t.Fatalf("server saw %d calls, want 1", n)
+// An invalid policy, and a field a Retryer cannot apply, are refused
+// where the option is made, with an error naming the field and the module.
+func TestWithPolicyRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		p     retry.Policy
+		field string
+	}{
+		{retry.Policy{MaxAttempts: -4}, "MaxAttempts"},
+		{retry.Policy{Multiplier: 0.5}, "Multiplier"},
+		{retry.Policy{AttemptTimeout: time.Second}, "AttemptTimeout"},
+	} {
+		o, err := retrygax.WithPolicy(tc.p)
+		if err == nil || o != nil || !strings.Contains(err.Error(), tc.field) || !strings.HasPrefix(err.Error(), "retrygax: ") {
+			t.Errorf("WithPolicy(%+v) = %v, %v; want an error naming retrygax and %s", tc.p, o, err, tc.field)
+		}
 	}
 }
 
@@ -359,7 +368,7 @@ func TestInvalidPolicyRetriesNothing(t *testing.T) {
 // with probability 0.99999) turns retries into local rejections: they cost
 // attempts, as in retry.Do, and send nothing.
 func TestThrottleRejectsRetries(t *testing.T) {
-	th, err := retry.NewThrottle(retry.ThrottleConfig{})
+	th, err := retry.NewThrottle(retry.ThrottleConfig{MaxProbability: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +389,7 @@ func TestThrottleRejectsRetries(t *testing.T) {
 	})
 	f := &fakeRedis{script: failing(100, status.Error(codes.Unavailable, "down"))}
 	c := grpcClient(t, f)
-	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	if _, err := getInstance(t.Context(), c); status.Code(err) != codes.Unavailable {
 		t.Fatalf("err = %v", err)
 	}
@@ -405,7 +414,7 @@ func TestGRPCStackedPushbackStop(t *testing.T) {
 		}
 		c := grpcClient(t, f, retrygrpc.DialOptions(fast)...)
 		if stacked {
-			c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(fast)}
+			c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(fast)}
 		}
 		_, err := getInstance(t.Context(), c)
 		if n := f.calls.Load(); n != 1 || status.Code(err) != codes.Unavailable {
@@ -428,7 +437,7 @@ func TestGRPCStackedCommittedNotRetried(t *testing.T) {
 		c := grpcClient(t, f, dopts...)
 		c.CallOptions.GetInstance = []gax.CallOption{
 			gax.WithGRPCOptions(grpc.MaxCallRecvMsgSize(10)), // before WithPolicy, which adds to them
-			retrygax.WithPolicy(fast),
+			mustPolicy(fast),
 		}
 		_, err := getInstance(t.Context(), c)
 		if n := f.calls.Load(); n != 1 || status.Code(err) != codes.ResourceExhausted {
@@ -456,7 +465,7 @@ func TestThrottleAcceptedRule(t *testing.T) {
 	p := fast
 	p.MaxAttempts = 1
 	p.Throttle = th
-	c.CallOptions.GetInstance = []gax.CallOption{retrygax.WithPolicy(p)}
+	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	for range 20 {
 		getInstance(t.Context(), c)
 	}
@@ -477,7 +486,7 @@ func TestGRPCRequestTooLargeNotRetried(t *testing.T) {
 	c := grpcClient(t, f, count)
 	c.CallOptions.GetInstance = []gax.CallOption{
 		gax.WithGRPCOptions(grpc.MaxCallSendMsgSize(3)),
-		retrygax.WithPolicy(fast),
+		mustPolicy(fast),
 	}
 	_, err := getInstance(t.Context(), c)
 	if n := attempts.Load(); n != 1 || f.calls.Load() != 0 || status.Code(err) != codes.ResourceExhausted {

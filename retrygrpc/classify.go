@@ -90,7 +90,9 @@ func (c *config) classify(ctx context.Context, p *retry.Policy, err error, trail
 	st, _ := status.FromError(err) // once: status.Code would convert it again
 	code := st.Code()
 	e := &attemptError{err: err, code: code}
-	if !c.retriesCode(code) && !(code == codes.DeadlineExceeded && p.AttemptTimeout > 0) {
+	// Policy.Retryable, when set, replaces the code rule (WithCodes), as
+	// it replaces retry.Do's default rule: the loop asks it.
+	if p.Retryable == nil && !c.retriesCode(code) && !(code == codes.DeadlineExceeded && p.AttemptTimeout > 0) {
 		if ctx.Err() != nil {
 			return e // the loop stops on the caller's context by itself
 		}

@@ -2,6 +2,7 @@ package retrygrpc
 
 import (
 	"context"
+	"errors"
 	"strconv"
 
 	"github.com/retrykit/retry"
@@ -19,9 +20,11 @@ import (
 // outstanding h's delay (hedgingDelay), another copy is sent, up to
 // p.MaxAttempts in all (maxAttempts) and h's MaxCopies in flight; the first
 // OK wins, and the other copies are cancelled. Hedge only methods safe to
-// run several times at once. A nil h hedges as the zero retry.Hedger does
-// (adaptively), with a Hedger of the interceptor's own. Calling it again
-// replaces h and adds names.
+// run several times at once. &retry.Hedger{} (the zero Hedger) hedges with
+// the defaults, adaptively; share one per backend. A nil h is refused:
+// every call of a method it names then returns an error saying so without
+// calling the method, as with an invalid p (leave the option out for no
+// hedging). Calling it again replaces h and adds names.
 //
 // The codes of WithCodes (by default UNAVAILABLE and RESOURCE_EXHAUSTED)
 // are A6's nonFatalStatusCodes: a copy failing with one sends the next
@@ -53,10 +56,7 @@ import (
 // one, runs once per copy, possibly for several at once.
 func WithHedging(h *retry.Hedger, fullMethods ...string) Option {
 	return optionFunc(func(c *config) {
-		if h == nil {
-			h = new(retry.Hedger)
-		}
-		c.hedger = h
+		c.hedging, c.hedger = true, h
 		if len(fullMethods) == 0 {
 			return
 		}
@@ -69,7 +69,10 @@ func WithHedging(h *retry.Hedger, fullMethods ...string) Option {
 	})
 }
 
-// hedges reports whether method is hedged (c.hedger is set).
+// errNilHedger is the error of every call that WithHedging(nil) would hedge.
+var errNilHedger = errors.New("retrygrpc: WithHedging with a nil *retry.Hedger (&retry.Hedger{} hedges with the defaults; leave the option out for no hedging)")
+
+// hedges reports whether method is hedged (WithHedging was given).
 func (c *config) hedges(method string) bool {
 	if c.hedged == nil {
 		return c.retriesMethod(method)
@@ -84,6 +87,9 @@ func hedging(p retry.Policy, c *config, plain grpc.UnaryClientInterceptor) grpc.
 	h := c.hedger
 	invalid := p.Validate()
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
+		if h == nil && c.hedges(method) && invalid == nil {
+			return errNilHedger
+		}
 		msg, ok := reply.(proto.Message)
 		if !ok || !c.hedges(method) || invalid != nil || ctx.Err() != nil {
 			return plain(ctx, method, req, reply, cc, invoker, callOpts...)

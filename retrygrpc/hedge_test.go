@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -204,6 +205,30 @@ func TestWithHedgingKeepsOtherMethodsRetried(t *testing.T) {
 		}
 		if took := time.Since(start); took != 20*time.Millisecond || s.Calls(methodOther) != 2 {
 			t.Errorf("other method: %v, %d attempts; want 20ms (retried after the failure, not hedged), 2", took, s.Calls(methodOther))
+		}
+	})
+}
+
+// WithHedging(nil) is refused, where &retry.Hedger{} hedges with the
+// defaults: each call of a method it names returns an error saying so,
+// without reaching the server; a method it does not name keeps its
+// retries.
+func TestWithHedgingNilHedgerIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &echoServer{unary: func(ctx context.Context, n int, in string) (string, error) {
+			if n == 1 {
+				return "", status.Error(codes.Unavailable, "refused once")
+			}
+			return in, nil
+		}}
+		p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 3}
+		cc := serveInBubble(t, s, retrygrpc.DialOptions(p, retrygrpc.WithHedging(nil, methodUnary))...)
+		_, err := callUnary(t.Context(), cc, methodUnary)
+		if err == nil || !strings.Contains(err.Error(), "retrygrpc: WithHedging with a nil *retry.Hedger") || s.Calls(methodUnary) != 0 {
+			t.Errorf("named method: %v after %d calls at the server; want the nil-Hedger error and none", err, s.Calls(methodUnary))
+		}
+		if _, err := callUnary(t.Context(), cc, methodOther); err != nil || s.Calls(methodOther) != 2 {
+			t.Errorf("other method: %v after %d calls; want a success at its retry", err, s.Calls(methodOther))
 		}
 	})
 }

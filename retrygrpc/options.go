@@ -111,7 +111,8 @@ type config struct {
 	methods        map[string]struct{} // nil: every method
 	maxServerDelay time.Duration
 	maxBuffer      int
-	hedger         *retry.Hedger       // WithHedging's; nil: no hedging
+	hedging        bool                // WithHedging was given
+	hedger         *retry.Hedger       // WithHedging's (nil is refused at each hedged call)
 	hedged         map[string]struct{} // nil: every retried method
 }
 

@@ -2,6 +2,7 @@ package retrygrpc
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sync"
 	"time"
@@ -11,6 +12,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 )
+
+// errStreamAttemptTimeout is the error of every stream through an
+// interceptor whose policy has an AttemptTimeout.
+var errStreamAttemptTimeout = errors.New("retrygrpc: StreamClientInterceptor: Policy.AttemptTimeout cannot be applied to a stream, whose length is the application's; bound it with the context")
 
 // StreamClientInterceptor returns an interceptor that retries a stream
 // until it commits, with the waits and stop rules of p and the codes,
@@ -55,8 +60,10 @@ import (
 // returns an error other than io.EOF, or the caller's context ends. After
 // ClientConn.Close, which the contract also names, it lasts until the
 // next RecvMsg (which fails) or the end of the caller's context.
-// p.AttemptTimeout does not apply to streams (their length is the
-// application's): bound them with the context.
+// A p with an AttemptTimeout fails every stream, unopened, with an error
+// naming it: a stream's length is the application's, which no timeout per
+// attempt can know; bound streams with the context (DialOptions installs
+// both interceptors with one p: give streams a policy of their own).
 //
 // grpc-previous-rpc-attempts counts the attempts sent, as on unary calls:
 // an attempt that the Throttle rejected was never sent and is not counted,
@@ -109,6 +116,9 @@ func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientIn
 		}
 		if err := p.Validate(); err != nil {
 			return nil, err
+		}
+		if p.AttemptTimeout != 0 {
+			return nil, errStreamAttemptTimeout
 		}
 		if ctx.Err() != nil {
 			// Ended before the first attempt: as without the interceptor,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/fleetseam"
 	"github.com/retrykit/retry/retrygrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -220,7 +221,7 @@ func TestStreamThrottledAttemptReportedAsUnary(t *testing.T) {
 			name := e.Kind.String()
 			if e.Err != nil && errors.Is(e.Err, retry.ErrThrottled) && e.Kind != retry.EventDone {
 				name += "(throttled)"
-				th.SetFleet(0, 1<<40) // let the next attempt through
+				th.Override(retry.ThrottleAllowAll) // let the next attempt through
 			}
 			if e.Waited > 0 {
 				name += "+waited" // after a wait: Waited carried over as retry.Do does
@@ -229,7 +230,7 @@ func TestStreamThrottledAttemptReportedAsUnary(t *testing.T) {
 		})
 		fail := func(n int) bool {
 			if n == 1 && !rejectFirst {
-				th.SetFleet(1<<60, 0) // reject the next attempt
+				th.Override(retry.ThrottleRejectAll) // reject the next attempt
 				return true
 			}
 			return false
@@ -250,12 +251,12 @@ func TestStreamThrottledAttemptReportedAsUnary(t *testing.T) {
 		}
 		cc := serve(t, s, retrygrpc.DialOptions(p)...)
 		if rejectFirst {
-			th.SetFleet(1<<60, 0)
+			th.Override(retry.ThrottleRejectAll)
 		}
 		callEcho(t, t.Context(), cc, stream)
 		mu.Lock()
 		defer mu.Unlock()
-		first, retries := b.LocalCounts()
+		first, retries := fleetseam.BudgetOf[*retry.Budget]().LocalCounts(b)
 		return outcome{slices.Clone(events), first, retries}
 	}
 	for _, rejectFirst := range []bool{false, true} {
@@ -318,7 +319,7 @@ func TestStreamBudgetCountsFailedFirstAttempts(t *testing.T) {
 		if err := call(); err != nil {
 			t.Fatalf("stream %v: call 2: %v; want its retry granted (2 first attempts × 0.5), as retry.Do grants it", stream, err)
 		}
-		if first, retries := b.LocalCounts(); first != 2 || retries != 1 {
+		if first, retries := fleetseam.BudgetOf[*retry.Budget]().LocalCounts(b); first != 2 || retries != 1 {
 			t.Fatalf("stream %v: Budget counted %d first attempts and %d retries, want 2 and 1", stream, first, retries)
 		}
 	}

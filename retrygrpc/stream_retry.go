@@ -136,7 +136,7 @@ func (s *stream) episode(ferr error, throttled bool, probe func(*attempt) error)
 		pe.Observer = retry.ObserverFunc(func(ctx context.Context, e retry.Event) {
 			switch {
 			case once != nil && e.Kind == retry.EventThrottled && e.Attempt == 1:
-				once.SetFleet(0, 1<<40) // let every later attempt through: t decides
+				once.Override(retry.ThrottleAllowAll) // let every later attempt through: t decides
 			case e.Kind == retry.EventAttempt && e.Attempt > 1:
 				gated, allowed = e.Attempt, t.Allow()
 				if !allowed {
@@ -273,14 +273,14 @@ func (s *stream) episode(ferr error, throttled bool, probe func(*attempt) error)
 	return out, nil
 }
 
-// rejectOnce returns a Throttle that rejects every attempt until its
-// fleet counts are changed (episode then lets every attempt through).
+// rejectOnce returns a Throttle that rejects every attempt until it is
+// overridden (episode then lets every attempt through).
 func rejectOnce() *retry.Throttle {
 	th, err := retry.NewThrottle(retry.ThrottleConfig{})
 	if err != nil {
 		panic(err) // unreachable: the zero config is valid
 	}
-	th.SetFleet(1<<60, 0) // rejection probability 1
+	th.Override(retry.ThrottleRejectAll)
 	return th
 }
 

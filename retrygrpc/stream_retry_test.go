@@ -90,13 +90,13 @@ func TestPreviousAttemptsSkipThrottled(t *testing.T) {
 		p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
 			if e.Kind == retry.EventRetry && errors.Is(e.Err, retry.ErrThrottled) {
 				if rejected++; rejected == 2 {
-					th.SetFleet(0, 1<<40) // accepts galore: probability 0
+					th.Override(retry.ThrottleAllowAll) // probability 0
 				}
 			}
 		})
 		return p, th
 	}
-	rejectAll := func(th *retry.Throttle) { th.SetFleet(1<<60, 0) }
+	rejectAll := func(th *retry.Throttle) { th.Override(retry.ThrottleRejectAll) }
 	want := []string{"", "1", "2"}
 
 	p, th := setup()

@@ -16,7 +16,7 @@ import (
 // AttemptTimeout (each attempt gets its own deadline), Budget, Throttle,
 // the nesting rule (an error that a lower retrykit layer gave up on is not
 // retried unless p.RetryExhausted) and the Observer and Logger hooks, all
-// as in retry.Do, which runs the loop.
+// as in retry.Do: each call is a retry.Loop.
 //
 // Retried: the codes of WithCodes (by default UNAVAILABLE and
 // RESOURCE_EXHAUSTED), and DEADLINE_EXCEEDED when p has an AttemptTimeout
@@ -35,8 +35,10 @@ import (
 // would pass the context's deadline or p.MaxElapsed ends the call at once;
 // a trailer with more than one pushback value is not retried, as grpc-go
 // does not retry it.
-// p.Retryable, when set, is consulted after these rules, which it cannot
-// widen.
+// p.Retryable, when set, replaces the code rule (WithCodes, and
+// DEADLINE_EXCEEDED with an AttemptTimeout), as it replaces retry.Do's
+// default rule; the commit rule and the server's "do not retry" still
+// stop the call.
 //
 // The error: the attempt's status error, unchanged, when the first
 // attempt's error itself ends the call (a code that is not retried,
@@ -81,7 +83,7 @@ import (
 // documentation for the count).
 func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInterceptor {
 	c := newConfig(opts)
-	if c.hedger != nil {
+	if c.hedging {
 		return hedging(p, c, retrying(p, c))
 	}
 	return retrying(p, c)
@@ -90,10 +92,6 @@ func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInte
 // retrying is UnaryClientInterceptor without hedging.
 func retrying(p retry.Policy, c *config) grpc.UnaryClientInterceptor {
 	invalid := p.Validate()
-	// plain: the first attempt is a bare call for retry.Do too (no
-	// Throttle, Budget, AttemptTimeout, Observer or time budget), so it can
-	// be made here, and retry.Do entered only when it fails.
-	plain := p.Throttle == nil && p.Budget == nil && p.AttemptTimeout <= 0 && p.Observer == nil && p.MaxElapsed <= 0
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
 		// The key is the retry layer's on every method it is installed for:
 		// a method that is not retried makes a first attempt, which carries
@@ -109,8 +107,7 @@ func retrying(p retry.Policy, c *config) grpc.UnaryClientInterceptor {
 			// Ended before the first attempt: make it as grpc-go would
 			// without the interceptor (it fails at once with CANCELLED or
 			// DEADLINE_EXCEEDED) and return its error unchanged, rather
-			// than retry.Do's *retry.Error of zero attempts, which holds
-			// no status.
+			// than a *retry.Error of zero attempts, which holds no status.
 			return invoker(ctx, method, req, reply, cc, callOpts...)
 		}
 		u := unaryPool.Get().(*unaryCall)
@@ -120,41 +117,38 @@ func retrying(p retry.Policy, c *config) grpc.UnaryClientInterceptor {
 			u.opts = append(append(u.buf[:0], callOpts...), u.only[:]...)
 			u.buf = u.opts
 		}
-		var first error // the outcome of a first attempt made before retry.Do
-		n := 0
-		loop := ctx
-		if plain {
-			n = 1
-			if first = invoker(ctx, method, req, reply, cc, u.opts...); first == nil {
-				u.reset()
-				unaryPool.Put(u)
-				return nil
-			}
-			first = c.classify(ctx, &p, first, u.trailer, u.header != nil)
-			// The attempt was made: retry.Do must judge it, even when the
-			// context has ended since (see loopContext).
-			loop = &loopContext{Context: ctx}
-		}
-		err := retry.Do(loop, p, func(actx context.Context) error {
-			if first != nil {
-				err := first
-				first = nil
-				return err // the first attempt, already made
-			}
-			n++
-			if n > 1 {
-				actx = metadata.AppendToOutgoingContext(actx, HeaderPreviousAttempts, strconv.Itoa(n-1))
-			}
-			u.header, u.trailer = nil, nil
-			err := invoker(actx, method, req, reply, cc, u.opts...)
-			if err == nil {
-				return nil
-			}
-			return c.classify(ctx, &p, err, u.trailer, u.header != nil)
-		})
+		err := u.run(ctx, &p, c, method, req, reply, cc, invoker)
 		u.reset()
 		unaryPool.Put(u)
 		return result(err)
+	}
+}
+
+// run makes the attempts of one unary call through the call's retry.Loop,
+// and returns nil or the Loop's *retry.Error.
+func (u *unaryCall) run(ctx context.Context, p *retry.Policy, c *config, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker) error {
+	l := p.Loop()
+	sent := 0 // attempts sent (not rejected by the Throttle)
+	for {
+		actx, err := l.Begin(ctx)
+		if err == nil {
+			if sent > 0 {
+				actx = metadata.AppendToOutgoingContext(actx, HeaderPreviousAttempts, strconv.Itoa(sent))
+			}
+			sent++
+			u.header, u.trailer = nil, nil
+			if err = invoker(actx, method, req, reply, cc, u.opts...); err == nil {
+				l.Succeeded(ctx)
+				return nil
+			}
+			err = c.classify(ctx, p, err, u.trailer, u.header != nil)
+		}
+		if _, stop := l.Failed(ctx, err); stop != nil {
+			return stop
+		}
+		if stop := l.Wait(ctx); stop != nil {
+			return stop
+		}
 	}
 }
 

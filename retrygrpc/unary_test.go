@@ -732,7 +732,7 @@ func TestEndedContextKeepsStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	th.SetFleet(1<<60, 0) // rejects every attempt
+	th.Override(retry.ThrottleRejectAll) // rejects every attempt
 	p := fast
 	p.Throttle = th
 	s := &echoServer{}

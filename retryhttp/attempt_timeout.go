@@ -86,6 +86,7 @@ func (c *call) tryTimed(d time.Duration, body io.ReadCloser) (*http.Response, er
 	}
 	var serr error // judge's verdict on resp
 	if err == nil {
+		c.t.learn(r, resp)
 		wrapped := resp.Body != nil && resp.Body != http.NoBody
 		if wrapped {
 			resp.Body = newCancelBody(resp.Body, cancel)

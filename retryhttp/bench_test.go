@@ -73,7 +73,8 @@ func (r *okRT) RoundTrip(*http.Request) (*http.Response, error) { return &r.resp
 
 // BenchmarkOverhead measures what the Transport itself adds on a success
 // at the first attempt, over an in-memory RoundTripper: "base" is the
-// RoundTripper alone, "retryhttp" the zero-Policy Transport over it.
+// RoundTripper alone, "retryhttp" the zero-Policy Transport over it,
+// "paced" the same with a Pacer (a response without pacing fields).
 func BenchmarkOverhead(b *testing.B) {
 	rt := &okRT{resp: http.Response{StatusCode: 200, Body: http.NoBody}}
 	req, _ := http.NewRequest("GET", "http://127.0.0.1/", nil)
@@ -87,6 +88,7 @@ func BenchmarkOverhead(b *testing.B) {
 	}
 	b.Run("base", func(b *testing.B) { run(b, rt) })
 	b.Run("retryhttp", func(b *testing.B) { run(b, &retryhttp.Transport{Base: rt}) })
+	b.Run("paced", func(b *testing.B) { run(b, &retryhttp.Transport{Base: rt, Pace: &retryhttp.Pacer{}}) })
 }
 
 // BenchmarkClientDo measures http.Client.Do on a success over an in-memory

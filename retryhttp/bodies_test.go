@@ -135,7 +135,7 @@ func TestThrottledRetryKeepsLargeResponse(t *testing.T) {
 			p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 2, Throttle: th,
 				Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
 					if e.Kind == retry.EventRetry {
-						th.SetFleet(1<<62, 0) // the retry is rejected locally
+						th.Override(retry.ThrottleRejectAll) // the retry is rejected locally
 					}
 				})}
 			tr := &retryhttp.Transport{Policy: p, MaxServerWait: -1}

@@ -165,6 +165,18 @@ func (c *call) attempt(context.Context) (*http.Response, error) {
 
 // try sends one attempt and judges its outcome.
 func (c *call) try() (*http.Response, error) {
+	if c.t.Pace != nil {
+		// Held before anything else: no body made, no attempt timeout
+		// running yet.
+		var end time.Time
+		if me := c.t.Policy.MaxElapsed; me > 0 {
+			end = c.start.Add(me)
+		}
+		if err := c.t.pace(c.ctx, c.req, max(c.loopN, c.n+1), end); err != nil {
+			c.flushAttempt(c.ctx)
+			return nil, c.held(err)
+		}
+	}
 	// The body comes first, so that a failing GetBody leaves the previous
 	// response in place, to be returned when the loop gives up.
 	var body io.ReadCloser
@@ -223,7 +235,18 @@ func (c *call) try() (*http.Response, error) {
 	if err != nil {
 		return nil, c.classify(r, err)
 	}
+	c.t.learn(r, resp)
 	return c.judge(r, resp)
+}
+
+// held is what the loop sees of an attempt that the Pacer held and did
+// not send (err, a *HoldError): the caller's context ended it (the loop
+// stops on that), or it would have ended too late (permanent).
+func (c *call) held(err error) error {
+	if c.ctx.Err() != nil {
+		return err
+	}
+	return retry.Permanent(err)
 }
 
 // judge decides what the loop sees for a response to request r.
@@ -248,20 +271,12 @@ func (c *call) judge(r *http.Request, resp *http.Response) (*http.Response, erro
 		// accounts it (a 429 or 503 is a rejection for a Throttle).
 		return resp, retry.Permanent(e)
 	}
-	var err error = e
-	if max := c.t.maxRetryAfter(); max > 0 {
-		if v := resp.Header.Get("Retry-After"); v != "" {
-			if d, ok := ParseRetryAfter(v, time.Now()); ok {
-				if (d > max || d == maxDuration) && c.mayRetry() {
-					// The server asks for more than we honour (or than a
-					// Duration holds): give its answer to the caller now.
-					// At the last attempt the attempt limit ends the
-					// loop anyway, and is what it reports.
-					return resp, retry.Permanent(e)
-				}
-				err = retry.ServerWait(e, satAdd(d, retryAfterJitter(d)))
-			}
-		}
+	err, over := c.t.hinted(resp, e)
+	if over && c.mayRetry() {
+		// The server asks for more than we honour (or than a Duration
+		// holds): give its answer to the caller now. At the last attempt
+		// the attempt limit ends the loop anyway, and is what it reports.
+		return resp, retry.Permanent(e)
 	}
 	if c.mayRetry() {
 		release(resp)
@@ -310,8 +325,10 @@ func (c *call) classify(r *http.Request, err error) error {
 	if !c.replayable || !c.idem && !notSent(err) {
 		return retry.Permanent(e)
 	}
-	if c.ctx.Err() != nil || transient(err) {
+	if c.ctx.Err() != nil || transient(err) || c.t.Policy.Retryable != nil {
 		// Context errors: the loop stops on the caller's own context.
+		// Policy.Retryable, when set, replaces the rule of transient
+		// errors, as it replaces retry.Do's default rule.
 		return e
 	}
 	return retry.Permanent(e)

@@ -24,12 +24,17 @@
 //	POST PATCH ...                                only with Idempotency-Key / X-Idempotency-Key
 //	                                              (not empty or blank; nil-valued counts),
 //	                                              RetryNonIdempotent, a dial failure or a 429
-//	Retry-After                                   honoured (plus up to min(1 s, 10%) jitter) up to
-//	                                              MaxServerWait and the deadline; beyond, the
-//	                                              response is returned at once
+//	a server timing hint: Retry-After,            honoured as a floor under the policy's wait
+//	retry-after-ms, x-ms-retry-after-ms,          (plus up to min(1 s, 10%) jitter) up to
+//	RateLimit, X-RateLimit-Reset or               MaxServerWait and the deadline; beyond, the
+//	RateLimit-Reset with a remaining of 0,        response is returned at once (see ParseHint
+//	x-ratelimit-reset-* (first valid in order)    for the formats)
 //	body with GetBody                             replayed through GetBody, never copied
 //	body without GetBody                          buffered up to MaxBufferedBody, else sent once
-//	Retry-After too large for a time.Duration     more than MaxServerWait: returned at once
+//	a hint too large for a time.Duration          more than MaxServerWait: returned at once
+//	with a Pacer: a response saying the quota     later requests to its host held until the
+//	is spent (RateLimit r=0, remaining 0)         reset (EventHeld); one past its deadline
+//	                                              is not sent
 //
 // Every attempt, retried or not, goes through the policy's loop: Throttle,
 // Budget, AttemptTimeout, Observer and Logger see it as retry.Do's would.
@@ -74,7 +79,7 @@
 //	a copy's answer not retried (2xx, 4xx ...)    wins; the others are cancelled and
 //	                                              their responses closed before RoundTrip returns
 //	a copy's retryable status or error            the next copy goes at once
-//	Retry-After on a copy's answer                no more hedges (pushback)
+//	a server hint on a copy's answer              no more hedges (pushback)
 //	the caller's context ends                     every copy ends
 //
 // Each hedge carries Retry-Attempt with its own number; the winning

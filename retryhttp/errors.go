@@ -42,6 +42,7 @@ type statusError struct {
 	method  string
 	url     *url.URL
 	attempt int
+	hint    Hint // the server's hint that asks for the wait, if any (see hinted)
 }
 
 func (e *statusError) Error() string {
@@ -78,6 +79,7 @@ func (e *attemptError) Error() string {
 	if errors.As(e.err, &ue) {
 		msg = ue.Err.Error() // its URL may hold secrets
 	}
+	msg = strings.TrimPrefix(msg, "retryhttp: ") // one of ours, such as a HoldError: said once
 	return "retryhttp: " + e.method + " " + redact(e.url) + ": " + msg + " (attempt " + strconv.Itoa(e.attempt) + ")"
 }
 

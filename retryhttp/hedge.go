@@ -134,7 +134,14 @@ func (c *call) hedgeCopy(cctx context.Context, hs *hedgeState) (resp *http.Respo
 	if body != nil {
 		r.Body = body
 	}
-	resp, err = c.base.RoundTrip(r)
+	if err = c.t.pace(rctx, r, n, time.Time{}); err == nil {
+		resp, err = c.base.RoundTrip(r)
+		if err == nil {
+			c.t.learn(r, resp)
+		}
+	} else if body != nil {
+		body.Close() // not sent
+	}
 	if err == nil && resp == nil {
 		err = errNilResponse
 	}
@@ -203,17 +210,10 @@ func (c *call) hedgeCopy(cctx context.Context, hs *hedgeState) (resp *http.Respo
 		}
 		return resp, exhaustedError{e}
 	}
-	if max := c.t.maxRetryAfter(); max > 0 {
-		if v := resp.Header.Get("Retry-After"); v != "" {
-			if d, ok := ParseRetryAfter(v, time.Now()); ok {
-				if d > max || d == maxDuration {
-					return resp, retry.Permanent(e)
-				}
-				return resp, retry.ServerWait(e, satAdd(d, retryAfterJitter(d)))
-			}
-		}
+	if err, over := c.t.hinted(resp, e); !over {
+		return resp, err
 	}
-	return resp, e
+	return resp, retry.Permanent(e)
 }
 
 // drainClose reads up to maxDrain bytes of resp's body, closes it, and

@@ -266,8 +266,15 @@ func TestHedgeCallerCancel(t *testing.T) {
 // Every copy answering a retryable status: the last answer is returned,
 // marked as given up on.
 func TestHedgeAllCopiesFail(t *testing.T) {
-	_, srv := newHedgeServerCode(t, func(n int) time.Duration { return time.Duration(3-n) * 20 * time.Millisecond },
-		func(int) int { return http.StatusServiceUnavailable })
+	// The first copy answers 280 ms after the second: the margin keeps the
+	// order on a loaded machine, where the second copy's 503 is drained and
+	// judged after its round trip (10 ms was not enough at a load of 20).
+	_, srv := newHedgeServerCode(t, func(n int) time.Duration {
+		if n == 1 {
+			return 300 * time.Millisecond
+		}
+		return 10 * time.Millisecond
+	}, func(int) int { return http.StatusServiceUnavailable })
 	tr := &retryhttp.Transport{Policy: retry.Policy{MaxAttempts: 2}, Hedge: hedger(t, 10*time.Millisecond, 2)}
 	defer tr.CloseIdleConnections()
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL, nil)

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"time"
+
+	"github.com/retrykit/retry"
 )
 
 // maxDuration is the longest time.Duration, about 292 years.
@@ -69,4 +71,26 @@ func satAdd(a, b time.Duration) time.Duration {
 		return maxDuration
 	}
 	return a + b
+}
+
+// hinted returns e, the error of the retryable response resp, marked with
+// retry.After for the wait that resp's hints ask for (see ParseHint) plus
+// retryAfterJitter, and records the hint in e. over reports a wait longer
+// than the Transport's MaxServerWait (or than a Duration holds), which is
+// not honoured: the caller returns the response instead. With a negative
+// MaxServerWait, hints are ignored.
+func (t *Transport) hinted(resp *http.Response, e *statusError) (err error, over bool) {
+	max := t.maxServerWait()
+	if max <= 0 {
+		return e, false
+	}
+	h, ok := ParseHint(resp.Header, time.Now())
+	if !ok {
+		return e, false
+	}
+	if h.Wait > max || h.Wait == maxDuration {
+		return e, true
+	}
+	e.hint = h
+	return retry.ServerWait(e, satAdd(h.Wait, retryAfterJitter(h.Wait))), false
 }

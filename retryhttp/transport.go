@@ -68,13 +68,16 @@ const (
 // treated as a timed-out attempt (closed and retried), never returned with
 // a dead context.
 //
-// Retry-After (any retried status): the transport waits at least what the
-// server asks, plus a jitter of uniform 0..min(1 s, 10% of the wait) so that
-// clients given the same HTTP-date do not return in one wave. When the server
-// asks for more than MaxServerWait (a value too large for a time.Duration
-// always counts as more), or more than fits before the context's deadline
-// or Policy.MaxElapsed, the server's response is returned at once. No wait
-// overflows or goes negative.
+// Server hints (any retried status): the transport waits at least what the
+// server asks, read from the first valid hint in the order [ParseHint]
+// gives (Retry-After, retry-after-ms, x-ms-retry-after-ms, RateLimit,
+// X-RateLimit-Reset, the per-dimension resets), plus a jitter of uniform
+// 0..min(1 s, 10% of the wait) so that clients given the same time do not
+// return in one wave. When the server asks for more than MaxServerWait (a
+// value too large for a time.Duration always counts as more), or more than
+// fits before the context's deadline or Policy.MaxElapsed, the server's
+// response is returned at once. No wait overflows or goes negative.
+// [WaitHint] tells an Observer which hint set a wait.
 //
 // Before the wait for a retry, the retried response's body is read (up to
 // 64 KiB) and closed, so that its connection serves other requests during
@@ -126,8 +129,12 @@ type Transport struct {
 	// is retry's reference schedule (10 attempts). Errors the hooks see
 	// describe method, redacted URL, status or error and attempt; an
 	// attempt that ran out of AttemptTimeout reports Timeout() and
-	// Overloaded(). Policy.Retryable, when set, is consulted after the
-	// transport's own rules, which it cannot widen. An invalid Policy makes
+	// Overloaded(). Policy.Retryable, when set, judges every error the
+	// loop sees, as in retry.Do: it replaces the rule of which transport
+	// errors are transient, and may refuse a status that RetryStatus
+	// retries (a status RetryStatus does not retry is an answer, not an
+	// error); what cannot be sent again safely (idempotency, the body) is
+	// never retried. An invalid Policy makes
 	// every RoundTrip return its Validate error without sending anything.
 	Policy retry.Policy
 
@@ -142,10 +149,13 @@ type Transport struct {
 	// answered 429.
 	RetryNonIdempotent bool
 
-	// MaxServerWait is the longest Retry-After wait honoured; a server that
-	// asks for more gets its response returned to the caller at once. Zero
-	// means DefaultMaxServerWait (5 min); negative means Retry-After
-	// headers are ignored and the policy's own waits are used.
+	// MaxServerWait is the longest server wait honoured, whichever hint
+	// asks for it (Retry-After, retry-after-ms, RateLimit and the others
+	// that [ParseHint] reads); a server that asks for more gets its
+	// response returned to the caller at once, and a Pacer keeps no hold
+	// longer than this. Zero means DefaultMaxServerWait (5 min); negative
+	// means server hints are ignored (the policy's own waits are used,
+	// and a Pacer holds nothing).
 	MaxServerWait time.Duration
 
 	// MaxBufferedBody is the largest request body without GetBody that is
@@ -170,8 +180,18 @@ type Transport struct {
 	// go through Policy.Throttle; see retry.Hedge for the rules. Each copy
 	// gets its body from the request's GetBody, so GetBody may be called
 	// by several copies at once (http.NewRequest's are safe for that).
-	// Other requests are retried as without it. Nil means no hedging.
+	// Other requests are retried as without it. Nil, the field unset,
+	// means no hedging, as a nil Policy.Budget means no Budget;
+	// &retry.Hedger{} hedges with the defaults (docs/hedging.md).
 	Hedge *retry.Hedger
+
+	// Pace, when set, holds requests to a host whose server said that
+	// their quota is spent (RateLimit r=0, or a remaining of 0 with its
+	// reset, on any response) until the quota resets, instead of sending
+	// them to be refused; see [Pacer]. Each hold is reported to
+	// Policy.Observer as a retry.EventHeld. Nil (the default) means no
+	// pacing.
+	Pace *Pacer
 
 	plain atomic.Uint32 // 0 until judgePolicy's verdict on Policy, then plainYes, plainNo or plainObserved
 }
@@ -206,7 +226,7 @@ func (t *Transport) retryStatus(code int) bool {
 	return DefaultRetryStatus(code)
 }
 
-func (t *Transport) maxRetryAfter() time.Duration {
+func (t *Transport) maxServerWait() time.Duration {
 	if t.MaxServerWait == 0 {
 		return DefaultMaxServerWait
 	}
@@ -256,7 +276,19 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			obs.Observe(ctx, retry.Event{Kind: retry.EventAttempt, Attempt: 1, MaxAttempts: maxAttempts})
 		}
 		base := t.base()
-		resp, err := base.RoundTrip(req)
+		var resp *http.Response
+		var err error
+		sent := true
+		if t.Pace != nil {
+			err = t.pace(ctx, req, 1, time.Time{})
+			sent = err == nil
+		}
+		if sent {
+			resp, err = base.RoundTrip(req)
+			if t.Pace != nil && err == nil {
+				t.learn(req, resp)
+			}
+		}
 		if err == nil && resp != nil {
 			// t.retryStatus, inlined by hand.
 			if f := t.RetryStatus; f == nil && !DefaultRetryStatus(resp.StatusCode) || f != nil && !f(resp.StatusCode) {
@@ -272,7 +304,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err == nil && resp == nil {
 			err = errNilResponse
 		}
-		if err != nil {
+		if !sent {
+			c.n, c.bodyUsed = 0, false
+			err = c.held(err)
+		} else if err != nil {
 			resp, err = nil, c.classify(req, err)
 		} else {
 			resp, err = c.judge(req, resp)

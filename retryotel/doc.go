@@ -15,9 +15,15 @@
 //	retry.hedge.won          Int64Counter     {hedge}   each call won by a hedge, not by its first copy
 //	retry.hedge.refused      Int64Counter     {hedge}   each hedge a retry.Budget or retry.Throttle refused
 //
-// A hedge is also an attempt: it counts in retry.call.attempts, and with
-// NewTransport and [WithHedger] it gets its own client span, like a retry,
-// with http.request.resend_count from its Retry-Attempt. Each hedge sent adds a
+// [ObserveThrottle] adds, for one retry.Throttle, the gauge
+// retry.throttle.rejection_probability (Float64ObservableGauge, unit 1):
+// the probability that it rejects an attempt locally, read at each
+// collection, with retry.throttle set to the name it was given.
+//
+// A hedge is also an attempt: it counts in retry.call.attempts, and under
+// a retryhttp.Transport with a Hedge and [NewAttemptTransport] as its Base
+// it gets its own client span, like a retry, with
+// http.request.resend_count from its Retry-Attempt. Each hedge sent adds a
 // "retry.hedge" event (retry.attempt) to the caller's span.
 //
 // A call whose context was already done before its first attempt records
@@ -30,15 +36,24 @@
 // constants. When the call's context holds a recording
 // span, the observer also adds events to it: "retry" before each wait
 // (attributes retry.attempt, the attempt that failed; retry.delay, the
-// wait in seconds; error.message), "retry.throttled", "retry.budget_refused"
+// wait in seconds; error.message; retry.hint, when a retryhttp server hint
+// set the wait, such as "RateLimit t=2"), "retry.held" (a retryhttp.Pacer
+// holding attempt retry.attempt for retry.delay, as retry.hint says),
+// "retry.throttled", "retry.budget_refused"
 // and "retry.gave_up" (retry.attempts, retry.reason, error.message). It
 // never starts, ends or sets the status of a span itself.
 //
-// [NewTransport] is a retryhttp.Transport whose every attempt goes through
-// otelhttp, OpenTelemetry's HTTP client instrumentation. The layers are,
-// from the caller down:
+// For HTTP, retryotel composes with retryhttp.Transport rather than
+// replacing it: [NewAttemptTransport] is the Transport's Base, which sends
+// every attempt through otelhttp, OpenTelemetry's HTTP client
+// instrumentation, and Instrument makes its Policy. Every other field of
+// the Transport (Hedge, RetryStatus, MaxServerWait, …) keeps its meaning,
+// and the operation name is yours. A call that gives up on a retryable
+// status after MaxAttempts (the Transport returns the last 503 as a
+// response with a nil error) counts in retry.call.gave_up with
+// retry.reason = attempts. The layers are, from the caller down:
 //
-//	retryhttp.Transport (Policy instrumented with operation "http")
+//	retryhttp.Transport       Policy from Instrument(p, operation)
 //	  └ otelhttp.Transport      one client span per attempt, traceparent injected
 //	      └ resend_count layer  sets http.request.resend_count on resends
 //	          └ base            sends the attempt
@@ -83,7 +98,7 @@
 // Costs: with the observer on, a call that succeeds at once pays two
 // Observe calls and one histogram recording (docs/performance.md, section
 // Observability, for the measured figures). Attribute sets are built once,
-// by Instrument and NewTransport.
+// by Instrument.
 //
 // # License
 //

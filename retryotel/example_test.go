@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retryhttp"
 	"github.com/retrykit/retry/retryotel"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -44,6 +45,10 @@ func printMetrics(reader sdkmetric.Reader) {
 			case metricdata.Sum[int64]:
 				for _, p := range d.DataPoints {
 					lines = append(lines, fmt.Sprintf("%s %s: %d", m.Name, p.Attributes.Encoded(attribute.DefaultEncoder()), p.Value))
+				}
+			case metricdata.Gauge[float64]:
+				for _, p := range d.DataPoints {
+					lines = append(lines, fmt.Sprintf("%s %s: %g", m.Name, p.Attributes.Encoded(attribute.DefaultEncoder()), p.Value))
 				}
 			}
 		}
@@ -82,7 +87,7 @@ func ExampleInstrument() {
 	// retry.call.retry_delay retry.operation=fetch: 2 calls
 }
 
-func ExampleNewTransport() {
+func ExampleNewAttemptTransport() {
 	// What an application sets up once: a TracerProvider, a MeterProvider
 	// and the W3C Trace Context propagator.
 	spans := tracetest.NewSpanRecorder()
@@ -104,9 +109,13 @@ func ExampleNewTransport() {
 
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
-	client := &http.Client{Transport: retryotel.NewTransport(base,
-		retry.Policy{MaxAttempts: 4, Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond},
-		retryotel.WithTracerProvider(tp), retryotel.WithMeterProvider(mp))}
+	// Retry outside, one span per attempt inside: the attempt layer is the
+	// retryhttp.Transport's Base, and Instrument makes its Policy.
+	policy := retry.Policy{MaxAttempts: 4, Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond}
+	client := &http.Client{Transport: &retryhttp.Transport{
+		Base:   retryotel.NewAttemptTransport(base, retryotel.WithTracerProvider(tp), retryotel.WithMeterProvider(mp)),
+		Policy: retryotel.Instrument(policy, "load-profile", retryotel.WithMeterProvider(mp)),
+	}}
 	ctx, span := tp.Tracer("app").Start(context.Background(), "load profile")
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 	resp, err := client.Do(req)
@@ -137,6 +146,28 @@ func ExampleNewTransport() {
 	// attempt span "HTTP GET" child of the caller's span: true, resend_count -
 	// attempt span "HTTP GET" child of the caller's span: true, resend_count 1
 	// attempt span "HTTP GET" child of the caller's span: true, resend_count 2
-	// retry.call.attempts retry.operation=http: 1 calls, sum 3
-	// retry.call.retry_delay retry.operation=http: 1 calls
+	// retry.call.attempts retry.operation=load-profile: 1 calls, sum 3
+	// retry.call.retry_delay retry.operation=load-profile: 1 calls
+}
+
+// A Throttle shared by every call to one backend reports its rejection
+// probability as a gauge, here while an operator forces it to reject.
+func ExampleObserveThrottle() {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+
+	var th retry.Throttle // shared by every Policy that calls the database
+	reg, err := retryotel.ObserveThrottle(&th, "db", retryotel.WithMeterProvider(mp))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer reg.Unregister()
+	printMetrics(reader)
+	th.Override(retry.ThrottleRejectAll)
+	printMetrics(reader)
+	// Output:
+	// retry.throttle.rejection_probability retry.throttle=db: 0
+	// retry.throttle.rejection_probability retry.throttle=db: 1
 }

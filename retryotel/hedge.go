@@ -10,15 +10,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// WithHedger makes [NewTransport] hedge the requests that are safe to
-// send several times at once with h (see retryhttp.Transport.Hedge): each
-// copy is an attempt with its own client span, and the hedge metrics
-// count the copies. Nil, or no such option, means no hedging. Instrument
-// ignores it: pass the Hedger to retry.Hedge with the instrumented Policy.
-func WithHedger(h *retry.Hedger) Option {
-	return optionFunc(func(c *config) { c.h = h })
-}
-
 // hedgeCounters are the instruments of hedged calls (retry.Hedge).
 type hedgeCounters struct {
 	sent, won, refused metric.Int64Counter

@@ -61,10 +61,10 @@ func TestInstrumentHedges(t *testing.T) {
 	})
 }
 
-// NewTransport with WithHedger: one client span per copy, the hedge's with
-// http.request.resend_count 1, the hedge counters and a retry.hedge event
-// on the caller's span.
-func TestNewTransportHedges(t *testing.T) {
+// A retryhttp.Transport with a Hedge over NewAttemptTransport: one client
+// span per copy, the hedge's with http.request.resend_count 1, the hedge
+// counters and a retry.hedge event on the caller's span.
+func TestAttemptTransportHedges(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get(retryhttp.HeaderAttempt) == "" {
 			<-r.Context().Done() // the first copy hangs until it loses
@@ -81,8 +81,8 @@ func TestNewTransportHedges(t *testing.T) {
 	}
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
-	rt := retryotel.NewTransport(base, retry.Policy{}, retryotel.WithMeterProvider(mp),
-		retryotel.WithTracerProvider(tp), retryotel.WithHedger(h))
+	rt := otelTransport(base, retry.Policy{}, retryotel.WithMeterProvider(mp), retryotel.WithTracerProvider(tp))
+	rt.Hedge = h
 	ctx, parent := tp.Tracer("test").Start(context.Background(), "caller")
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 	resp, err := rt.RoundTrip(req)

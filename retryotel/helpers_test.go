@@ -2,7 +2,12 @@ package retryotel_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
+
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retryhttp"
+	"github.com/retrykit/retry/retryotel"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -10,6 +15,16 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
+
+// otelTransport is the composition the package documents: a
+// retryhttp.Transport over NewAttemptTransport(base, opts...) whose Policy
+// is p instrumented with operation "http" and opts.
+func otelTransport(base http.RoundTripper, p retry.Policy, opts ...retryotel.Option) *retryhttp.Transport {
+	return &retryhttp.Transport{
+		Base:   retryotel.NewAttemptTransport(base, opts...),
+		Policy: retryotel.Instrument(p, "http", opts...),
+	}
+}
 
 // newMeter returns a real SDK MeterProvider with a ManualReader.
 func newMeter(t *testing.T) (*sdkmetric.MeterProvider, *sdkmetric.ManualReader) {

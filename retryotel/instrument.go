@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retryhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -20,6 +21,11 @@ const (
 	AttrOperation = attribute.Key("retry.operation")
 	// AttrReason says why a call gave up (retry.call.gave_up).
 	AttrReason = attribute.Key("retry.reason")
+	// AttrHint names the server hint that set a retry's wait, on a "retry"
+	// span event (a retryhttp.Transport's, when a hint was longer than the
+	// policy's wait): the field and the value read, as
+	// retryhttp.Hint.String gives them ("RateLimit t=2").
+	AttrHint = attribute.Key("retry.hint")
 )
 
 // reasonValues holds the retry.reason value of each retry.Reason, indexed
@@ -58,17 +64,55 @@ func reasonValue(r retry.Reason) string {
 // OpenTelemetry returns with them are used as they are, and an instrument
 // a MeterProvider does not return at all records nothing.
 //
-// Each Instrument adds one more Observer: instrumenting a policy twice, or
-// handing an instrumented policy to NewTransport (which instruments it
-// itself), records every call twice.
+// Instrumenting twice never counts twice: Instrument replaces the
+// observer that an earlier Instrument put in p, found in p.Observer
+// itself or inside a retry.Observers of it, so the Policy records each
+// call once, under the latest operation name and MeterProvider, and p's
+// other observers keep their order. (An observer of yours that wraps an
+// instrumented one in some other way hides it.)
 func Instrument(p retry.Policy, operation string, opts ...Option) retry.Policy {
 	c := newConfig(opts)
-	return instrument(p, operation, &c)
+	prev := p.Observer
+	if holdsOurs(prev) {
+		prev = retry.Observers(withoutOurs(prev, nil)...)
+	}
+	p.Observer = retry.Observers(prev, newObserver(operation, c.meterProvider()))
+	return p
 }
 
-func instrument(p retry.Policy, operation string, c *config) retry.Policy {
-	p.Observer = retry.Observers(p.Observer, newObserver(operation, c.meterProvider()))
-	return p
+// unwrapper is the Observer of retry.Observers, which passes every event
+// to each of the observers it returns.
+type unwrapper interface{ Unwrap() []retry.Observer }
+
+// holdsOurs reports whether o is, or passes events through
+// retry.Observers to, an observer that Instrument installed.
+func holdsOurs(o retry.Observer) bool {
+	switch o := o.(type) {
+	case *observer:
+		return true
+	case unwrapper:
+		for _, x := range o.Unwrap() {
+			if holdsOurs(x) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// withoutOurs appends to list the observers that o passes events to,
+// flattening retry.Observers, except those that Instrument installed.
+func withoutOurs(o retry.Observer, list []retry.Observer) []retry.Observer {
+	switch o := o.(type) {
+	case nil, *observer:
+	case unwrapper:
+		for _, x := range o.Unwrap() {
+			list = withoutOurs(x, list)
+		}
+	default:
+		list = append(list, o)
+	}
+	return list
 }
 
 // observer is the retry.Observer that Instrument installs. All its fields
@@ -174,10 +218,22 @@ func (o *observer) Observe(ctx context.Context, e retry.Event) {
 		}
 	case retry.EventRetry:
 		if span := trace.SpanFromContext(ctx); span.IsRecording() {
-			span.AddEvent("retry", trace.WithAttributes(
+			attrs := []attribute.KeyValue{
 				attribute.Int("retry.attempt", e.Attempt),
 				attribute.Float64("retry.delay", e.Delay.Seconds()),
-				errorMessage(e.Err)))
+				errorMessage(e.Err)}
+			if h, ok := retryhttp.WaitHint(e); ok {
+				attrs = append(attrs, AttrHint.String(h.String()))
+			}
+			span.AddEvent("retry", trace.WithAttributes(attrs...))
+		}
+	case retry.EventHeld:
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			h, _ := retryhttp.WaitHint(e)
+			span.AddEvent("retry.held", trace.WithAttributes(
+				attribute.Int("retry.attempt", e.Attempt),
+				attribute.Float64("retry.delay", e.Delay.Seconds()),
+				AttrHint.String(h.String())))
 		}
 	case retry.EventThrottled:
 		o.throttled.Add(ctx, 1, o.add...)

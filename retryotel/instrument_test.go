@@ -181,7 +181,7 @@ func TestReasonValues(t *testing.T) {
 func TestInstrumentThrottled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mp, reader := newMeter(t)
-		thr, err := retry.NewThrottle(retry.ThrottleConfig{K: 1})
+		thr, err := retry.NewThrottle(retry.ThrottleConfig{K: 1, MaxProbability: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -337,6 +337,59 @@ func TestRetryDelayCountsAWaitCutShort(t *testing.T) {
 			if n, sum := collect(t, reader).hist("retry.call.retry_delay", opAttr); n != 1 || time.Duration(sum*1e9+0.5) != spent {
 				t.Fatalf("cancelled at %v: retry.call.retry_delay count %d sum %vs; the call waited %v", cancelAt, n, sum, spent)
 			}
+		})
+	}
+}
+
+// Instrumenting a Policy twice counts each call once, under the latest
+// operation name, whether the first Instrument's observer is p.Observer
+// itself or sits inside a retry.Observers with one of the caller's, which
+// keeps seeing every event once.
+func TestInstrumentTwiceCountsOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// first returns the policy before the last Instruments: p,
+		// instrumented once, combined with the caller's observer mine.
+		first    func(p retry.Policy, mine retry.Observer) retry.Policy
+		wantMine int64
+	}{
+		{"Instrument alone", func(p retry.Policy, _ retry.Observer) retry.Policy { return p }, 0},
+		{"inside Observers", func(p retry.Policy, mine retry.Observer) retry.Policy {
+			p.Observer = retry.Observers(p.Observer, mine)
+			return p
+		}, 1},
+		{"inside nested Observers", func(p retry.Policy, mine retry.Observer) retry.Policy {
+			p.Observer = retry.Observers(mine, retry.Observers(p.Observer, retry.ObserverFunc(func(context.Context, retry.Event) {})))
+			return p
+		}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mp, reader := newMeter(t)
+				var mine atomic.Int64
+				count := retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+					if e.Kind == retry.EventDone {
+						mine.Add(1)
+					}
+				})
+				p := tc.first(retryotel.Instrument(fast(3), "first", retryotel.WithMeterProvider(mp)), count)
+				p = retryotel.Instrument(p, "op", retryotel.WithMeterProvider(mp))
+				p = retryotel.Instrument(p, "op", retryotel.WithMeterProvider(mp)) // and a third time
+				op, calls := failing(1, errFlaky)
+				if err := retry.Do(t.Context(), p, op); err != nil {
+					t.Fatal(err)
+				}
+				c := collect(t, reader)
+				if n, sum := c.hist("retry.call.attempts", opAttr); n != 1 || sum != 2 || calls.Load() != 2 {
+					t.Errorf("retry.call.attempts{op} = %d calls, sum %v after one call of %d attempts; want 1 call, sum 2", n, sum, calls.Load())
+				}
+				if n := c.histTotal("retry.call.attempts"); n != 1 {
+					t.Errorf("retry.call.attempts has %d calls over all operations, want 1 (an earlier Instrument's observer still records)", n)
+				}
+				if n := mine.Load(); n != tc.wantMine {
+					t.Errorf("the caller's own observer saw EventDone %d times, want %d", n, tc.wantMine)
+				}
+			})
 		})
 	}
 }

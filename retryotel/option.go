@@ -3,15 +3,13 @@ package retryotel
 import (
 	"context"
 
-	"github.com/retrykit/retry"
-
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/embedded"
 )
 
-// Option configures [Instrument] and [NewTransport].
+// Option configures [Instrument], [NewAttemptTransport] and [ObserveThrottle].
 type Option interface {
 	apply(*config)
 }
@@ -20,7 +18,6 @@ type Option interface {
 type config struct {
 	mp metric.MeterProvider
 	tp trace.TracerProvider
-	h  *retry.Hedger // NewTransport's Hedge (hedge.go)
 }
 
 func newConfig(opts []Option) config {
@@ -49,7 +46,7 @@ func (c *config) tracerProvider() trace.TracerProvider {
 
 // globalTracerProvider is the global TracerProvider as it is when each
 // span starts (otel.GetTracerProvider), so that a provider set after
-// NewTransport, even a second one, is used, as otelhttp does by itself for
+// NewAttemptTransport, even a second one, is used, as otelhttp does by itself for
 // requests without a parent span.
 type globalTracerProvider struct{ embedded.TracerProvider }
 
@@ -73,16 +70,16 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 // WithMeterProvider sets the MeterProvider that creates the instruments.
 // Nil, or no such option, means the global one, as otel.GetMeterProvider
-// returns it when Instrument or NewTransport is called (instruments made
-// before the first otel.SetMeterProvider are forwarded to the provider it
-// sets, as OpenTelemetry's global provider does). NewTransport also hands
-// it to otelhttp for its per-attempt HTTP metrics.
+// returns it when Instrument, NewAttemptTransport or ObserveThrottle is called (instruments
+// made before the first otel.SetMeterProvider are forwarded to the provider
+// it sets, as OpenTelemetry's global provider does). NewAttemptTransport
+// hands it to otelhttp for its per-attempt HTTP metrics.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) { c.mp = mp })
 }
 
 // WithTracerProvider sets the TracerProvider of the per-attempt client
-// spans that [NewTransport] starts. Nil, or no such option, means the
+// spans that [NewAttemptTransport] starts. Nil, or no such option, means the
 // global one, as otel.GetTracerProvider returns it when each span starts,
 // whatever provider made the caller's span. Instrument starts no spans (it adds events to the span
 // already in the call's context), so it does not use this option.

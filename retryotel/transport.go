@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retryhttp"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
@@ -17,53 +16,48 @@ import (
 // AttrResendCount is the attribute of the stable HTTP semantic conventions
 // that numbers the resends of a request, for any reason, redirects
 // included: 1 on the first retry or on the first hop after a redirect. It
-// is set on the attempt spans of [NewTransport], never on the first
+// is set on the attempt spans of [NewAttemptTransport], never on the first
 // request of a call.
 const AttrResendCount = attribute.Key("http.request.resend_count")
 
-// NewTransport returns an http.RoundTripper that retries like a
-// retryhttp.Transport with policy p over base, and sends each attempt
-// through otelhttp so that every attempt is its own client span (a child of
-// the span in the request's context) with its own traceparent on the wire
-// and, on every request after the call's first, retries and the hops of
-// redirects that http.Client follows alike, http.request.resend_count = 1,
-// 2, … (a 503, its retry, a 302 and the redirected request: absent, 1, 2).
-// The policy is instrumented as by Instrument(p, "http", opts...): a call
-// that gives up counts in retry.call.gave_up, including one that ends on a
-// retryable status after MaxAttempts (the last 503 is returned as a
-// response with a nil error; it counts with retry.reason = attempts).
+// NewAttemptTransport returns the Base of a retryhttp.Transport that makes
+// each attempt its own client span: it sends every request through
+// otelhttp over base, so each attempt is a child of the span in the
+// request's context, with its own traceparent on the wire and, after the
+// call's first request (retries, hedges and redirect hops alike),
+// http.request.resend_count = 1, 2, … It retries nothing: the Transport
+// above it does, with all its fields, and its Policy made by [Instrument]
+// records the metrics:
 //
-// A nil base means http.DefaultTransport. Headers are injected with the
-// global text-map propagator as it is at each attempt (set one with
-// otel.SetTextMapPropagator, for example propagation.TraceContext{}). Spans come from
-// WithTracerProvider (default: the global TracerProvider), metrics,
-// otelhttp's per-attempt HTTP metrics included, from WithMeterProvider
-// (default: the global MeterProvider). The span of an attempt that is
-// retried ends when the transport closes its response; the span of the
-// returned response ends when the caller closes its body, as with otelhttp,
-// unless the transport had already read that body in full and closed it to
-// free the connection for a retry that a stop rule then prevented (a
-// Budget, MaxElapsed, the context's deadline or a Throttle): that span has
-// ended when RoundTrip returns.
+//	&retryhttp.Transport{
+//		Base:   retryotel.NewAttemptTransport(base),
+//		Policy: retryotel.Instrument(p, "http"),
+//	}
 //
-// The result is a *retryhttp.Transport with its other fields zero (the
-// defaults); its CloseIdleConnections, which http.Client's calls, closes
-// the idle connections of base. See the package documentation for the layer order and why.
-// It is safe for concurrent use and should be reused.
-func NewTransport(base http.RoundTripper, p retry.Policy, opts ...Option) http.RoundTripper {
+// A nil base means http.DefaultTransport. Headers come from the global
+// text-map propagator as it is at each attempt; spans from
+// WithTracerProvider and otelhttp's HTTP metrics from WithMeterProvider
+// (default: the global providers). A retried attempt's span ends when the
+// Transport closes its response; the returned response's span ends when
+// the caller closes its body, or has ended already if the Transport read
+// that body to free the connection for a retry a stop rule then refused.
+// Given a base it returned, it builds one layer over that one's base, so
+// no attempt gets two spans. CloseIdleConnections reaches base. It is
+// safe for concurrent use and should be reused. See the package
+// documentation for the layer order and why.
+func NewAttemptTransport(base http.RoundTripper, opts ...Option) http.RoundTripper {
 	c := newConfig(opts)
+	if a, ok := base.(attempts); ok {
+		base = a.base
+	}
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return &retryhttp.Transport{
-		Base: attempts{
-			RoundTripper: otelhttp.NewTransport(resendCounter{base},
-				otelhttp.WithTracerProvider(c.tracerProvider()), otelhttp.WithMeterProvider(c.meterProvider()),
-				otelhttp.WithPropagators(globalPropagator{})),
-			base: base,
-		},
-		Policy: instrument(p, "http", &c),
-		Hedge:  c.h,
+	return attempts{
+		RoundTripper: otelhttp.NewTransport(resendCounter{base},
+			otelhttp.WithTracerProvider(c.tracerProvider()), otelhttp.WithMeterProvider(c.meterProvider()),
+			otelhttp.WithPropagators(globalPropagator{})),
+		base: base,
 	}
 }
 

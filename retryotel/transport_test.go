@@ -102,7 +102,7 @@ func newSetup(t *testing.T, p retry.Policy) setup {
 	t.Helper()
 	mp, reader := newMeter(t)
 	tp, sr := newTracer(t)
-	rt := retryotel.NewTransport(loopback(t), p, retryotel.WithMeterProvider(mp), retryotel.WithTracerProvider(tp))
+	rt := otelTransport(loopback(t), p, retryotel.WithMeterProvider(mp), retryotel.WithTracerProvider(tp))
 	return setup{client: &http.Client{Transport: rt}, rt: rt, reader: reader, tp: tp, sr: sr}
 }
 
@@ -399,7 +399,7 @@ func TestTransportNilBaseAndGlobalProviders(t *testing.T) {
 		otel.SetTracerProvider(oldTP)
 		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 	})
-	client := &http.Client{Transport: retryotel.NewTransport(nil, fastHTTP(3))}
+	client := &http.Client{Transport: otelTransport(nil, fastHTTP(3))}
 	callerTP, callerSR := newTracer(t)
 	ctx, span := callerTP.Tracer("app").Start(t.Context(), "caller")
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, rec.srv.URL, nil)
@@ -417,7 +417,7 @@ func TestTransportNilBaseAndGlobalProviders(t *testing.T) {
 		t.Errorf("attempts on the global meter provider = %v, want 2", sum)
 	}
 
-	// A global TracerProvider set after NewTransport, a second one, is the
+	// A global TracerProvider set after NewAttemptTransport, a second one, is the
 	// one the next attempt spans come from.
 	tp2, sr2 := newTracer(t)
 	otel.SetTracerProvider(tp2)
@@ -555,5 +555,51 @@ func TestTransportCallerAttemptHeader(t *testing.T) {
 	}
 	if !slices.Equal(counts, []int64{0, 1}) {
 		t.Errorf("http.request.resend_count %v (0: absent); want absent, then 1", counts)
+	}
+}
+
+// The composition: NewAttemptTransport as a retryhttp.Transport's Base and
+// Instrument for its Policy. The Transport's own fields keep their meaning
+// (RetryStatus retries a 418 that the default would not), the operation is
+// the caller's, and an instrumented Policy instrumented again, or an
+// attempt layer given as the base of another, count and trace each attempt
+// once: one client span and one otelhttp point per request the server saw,
+// one retry.call.attempts point per call.
+func TestComposedTransportCountsOnce(t *testing.T) {
+	withTraceContext(t)
+	rec := newRecorder(t, firstFails(http.StatusTeapot))
+	mp, reader := newMeter(t)
+	tp, sr := newTracer(t)
+	opts := []retryotel.Option{retryotel.WithMeterProvider(mp), retryotel.WithTracerProvider(tp)}
+	p := retryotel.Instrument(fastHTTP(3), "profile", opts...)
+	rt := &retryhttp.Transport{
+		Base:        retryotel.NewAttemptTransport(retryotel.NewAttemptTransport(loopback(t), opts...), opts...),
+		Policy:      retryotel.Instrument(p, "profile", opts...),
+		RetryStatus: func(code int) bool { return code == http.StatusTeapot },
+	}
+	resp, err := (&http.Client{Transport: rt}).Get(rec.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+
+	reqs := rec.seen()
+	if resp.StatusCode != http.StatusOK || len(reqs) != 2 {
+		t.Fatalf("status %d after %d requests, want 200 after 2 (RetryStatus retries the 418)", resp.StatusCode, len(reqs))
+	}
+	if n := len(clientSpans(sr.Ended())); n != len(reqs) {
+		t.Errorf("%d client spans for %d requests, want one each", n, len(reqs))
+	}
+	c := collect(t, reader)
+	if n := c.histTotal("http.client.request.duration"); n != uint64(len(reqs)) {
+		t.Errorf("otelhttp recorded %d attempts, the server saw %d", n, len(reqs))
+	}
+	profile := retryotel.AttrOperation.String("profile")
+	if n, sum := c.hist("retry.call.attempts", profile); n != 1 || sum != 2 {
+		t.Errorf("retry.call.attempts{profile} = %d calls, sum %v; want 1 call, sum 2", n, sum)
+	}
+	if n := c.histTotal("retry.call.attempts"); n != 1 {
+		t.Errorf("retry.call.attempts has %d calls in all, want 1", n)
 	}
 }

@@ -18,7 +18,7 @@
 // as they do to any retry.Do call. One difference: after a send that lost
 // its reply and a loop that then ended without sending again (a Throttle
 // rejected the retry), the call returns a copy of the *retry.Error whose
-// Err also matches ErrMaybeApplied, while the Observer's EventDone has
+// Err also matches retry.ErrMaybeApplied, while the Observer's EventDone has
 // the loop's own.
 //
 // # What is repeated
@@ -27,12 +27,12 @@
 //   - never reached the server: a dial error, a pool timeout, or a write
 //     error of a single command (Redis runs only whole commands, and a
 //     failed write leaves the server with part of one); errors match
-//     [ErrNotSent];
+//     [retry.ErrNotSent];
 //   - was refused by the server without being run: LOADING, BUSY,
 //     TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY (a failover in
 //     progress), NOREPLICAS, or "ERR max number of clients reached";
 //   - was written but its reply was lost (EOF, reset, read timeout; errors
-//     match [ErrMaybeApplied]), and it is safe to repeat: read-only by the
+//     match [retry.ErrMaybeApplied]), and it is safe to repeat: read-only by the
 //     server's own command table (read once with COMMAND by AddHook,
 //     with a built-in table of Redis 7's read-only commands as fallback),
 //     harmless (PING, ECHO, TIME, INFO, LASTSAVE), an idempotent write of
@@ -57,8 +57,8 @@
 // A command with an argument of a type go-redis refuses to write (a
 // []string, a struct that is not an encoding.BinaryMarshaler) is never
 // written whole, so it is not retried: the call ends at its first attempt
-// with go-redis's error, matching ErrNotSent (in a plain pipeline after
-// other commands, which may have been written, ErrMaybeApplied).
+// with go-redis's error, matching retry.ErrNotSent (in a plain pipeline after
+// other commands, which may have been written, retry.ErrMaybeApplied).
 //
 // A pipeline or MULTI/EXEC transaction is repeated as a whole: when it was
 // not sent, or when every command in it (MULTI and EXEC aside) is safe. A
@@ -74,10 +74,10 @@
 // is returned exactly as go-redis returns it (a redis.Error); redis.Nil is
 // a success. Every other failure is the *retry.Error of the loop, which
 // wraps a [*CommandError] (errors.Is and errors.As reach the client's
-// error, ErrNotSent or ErrMaybeApplied) and tells an enclosing retry loop
+// error, retry.ErrNotSent or retry.ErrMaybeApplied) and tells an enclosing retry loop
 // not to retry again (retry.IsExhausted). The call's error remembers its
 // earlier attempts: once one lost its reply, the error matches
-// ErrMaybeApplied (never ErrNotSent), even when the last attempt was not
+// retry.ErrMaybeApplied (never retry.ErrNotSent), even when the last attempt was not
 // sent, was refused, or met an error reply (then wrapped in a
 // *CommandError too).
 //
@@ -102,11 +102,12 @@
 // never bypassed); the same holds for a Client.Conn, whose connection state
 // (SELECT, CLIENT SETNAME) a retry on another connection would lose.
 //
-// Policy.AttemptTimeout bounds an attempt only when the client has
-// Options.ContextTimeoutEnabled; otherwise go-redis bounds reads and
-// writes with ReadTimeout and WriteTimeout, and the attempt's context only
-// bounds the wait for a pooled connection and the dial. A timed-out attempt
-// may have been applied: it is retried only when the command is safe.
+// Policy.AttemptTimeout needs a client with Options.ContextTimeoutEnabled,
+// without which go-redis bounds reads and writes with ReadTimeout and
+// WriteTimeout and the attempt's context would only bound the wait for a
+// pooled connection and the dial: Instrument refuses it there. A
+// timed-out attempt may have been applied: it is retried only when the
+// command is safe.
 //
 // AddHook supports *redis.Client (including clients
 // from NewFailoverClient). Cluster clients are not supported: go-redis

@@ -39,9 +39,9 @@ func ExampleErrMaybeApplied() {
 		switch {
 		case err == nil:
 			return "done"
-		case errors.Is(err, retryredis.ErrNotSent):
+		case errors.Is(err, retry.ErrNotSent):
 			return "not applied: safe to try again later"
-		case errors.Is(err, retryredis.ErrMaybeApplied):
+		case errors.Is(err, retry.ErrMaybeApplied):
 			return "unknown: check before repeating"
 		}
 		return "failed: " + err.Error()

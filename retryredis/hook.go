@@ -49,7 +49,9 @@ var hooked sync.Map // weak.Pointer[redis.Client] -> struct{}
 // means 5 dials 100 ms apart, without jitter, for every connection it
 // opens, which the policy's retries of an unsent command would multiply).
 // It also refuses an invalid p (the error of
-// p.Validate) and a client that already has the hook. go-redis's
+// p.Validate), a p with an AttemptTimeout on a client without
+// Options.ContextTimeoutEnabled (go-redis would not bound the attempt), and
+// a client that already has the hook. go-redis's
 // Client.WithTimeout returns a copy without the client's hooks, so without
 // this retry layer: add the hook to the copy too, or bound calls with their
 // contexts instead. ctx bounds the
@@ -62,6 +64,9 @@ func AddHook(ctx context.Context, c *redis.Client, p retry.Policy, opts ...Optio
 	}
 	if err := p.Validate(); err != nil {
 		return err
+	}
+	if p.AttemptTimeout != 0 && !c.Options().ContextTimeoutEnabled {
+		return fmt.Errorf("retryredis: Instrument: Policy.AttemptTimeout %v cannot be applied: go-redis bounds an attempt by its context only with Options.ContextTimeoutEnabled; set it, or bound reads and writes with ReadTimeout and WriteTimeout", p.AttemptTimeout)
 	}
 	if n := c.Options().MaxRetries; n != 0 {
 		return fmt.Errorf("%w: Options.MaxRetries is %d; set it to -1 so that retrykit is the only retry layer", ErrClientRetries, n)
@@ -198,7 +203,7 @@ func (h *hook) judge(ctx context.Context, err error, cmd redis.Cmder, applied *b
 // so it cannot say so itself. The *retry.Error is copied, not changed: the
 // Observer was given it and may keep it.
 func keepApplied(err error, applied bool, name string) error {
-	if !applied || err == nil || errors.Is(err, ErrMaybeApplied) {
+	if !applied || err == nil || errors.Is(err, retry.ErrMaybeApplied) {
 		return err
 	}
 	if re, ok := err.(*retry.Error); ok {

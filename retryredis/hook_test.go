@@ -110,10 +110,10 @@ func TestINCRThroughFaults(t *testing.T) {
 					t.Fatalf("INCR returned %d after %d", n, last)
 				}
 				last = int(n)
-			case errors.Is(err, retryredis.ErrMaybeApplied):
+			case errors.Is(err, retry.ErrMaybeApplied):
 				maybe++
 			default:
-				t.Fatalf("INCR: %v; want success or ErrMaybeApplied", err)
+				t.Fatalf("INCR: %v; want success or retry.ErrMaybeApplied", err)
 			}
 			if _, err := c.Get(ctx, "rk").Result(); err != nil {
 				t.Fatalf("GET through faults: %v", err)
@@ -146,7 +146,7 @@ func TestINCRThroughFaults(t *testing.T) {
 			err := c.Incr(ctx, "drops").Err()
 			if err == nil {
 				ok++
-			} else if !errors.Is(err, retryredis.ErrMaybeApplied) {
+			} else if !errors.Is(err, retry.ErrMaybeApplied) {
 				t.Fatal(err)
 			}
 			if err := c.Get(ctx, "drops").Err(); err != nil {
@@ -191,8 +191,8 @@ func TestNotSentRetried(t *testing.T) {
 	defer px.SetRefuse(false)
 	err := c2.Incr(ctx, "k").Err()
 	var re *retry.Error
-	if !errors.Is(err, retryredis.ErrNotSent) || errors.Is(err, retryredis.ErrMaybeApplied) || !errors.As(err, &re) || re.Attempts != 3 {
-		t.Fatalf("INCR against a refusing proxy: %v; want ErrNotSent after 3 attempts", err)
+	if !errors.Is(err, retry.ErrNotSent) || errors.Is(err, retry.ErrMaybeApplied) || !errors.As(err, &re) || re.Attempts != 3 {
+		t.Fatalf("INCR against a refusing proxy: %v; want retry.ErrNotSent after 3 attempts", err)
 	}
 }
 
@@ -250,7 +250,7 @@ func TestRefusalRetried(t *testing.T) {
 	err := c2.Incr(ctx, "k").Err()
 	var re *retry.Error
 	if !redis.HasErrorPrefix(errors.Unwrap(errors.Unwrap(err)), "READONLY") || !errors.As(err, &re) || re.Attempts != 3 ||
-		errors.Is(err, retryredis.ErrMaybeApplied) || errors.Is(err, retryredis.ErrNotSent) {
+		errors.Is(err, retry.ErrMaybeApplied) || errors.Is(err, retry.ErrNotSent) {
 		t.Fatalf("INCR on a replica: %v; want READONLY after 3 attempts", err)
 	}
 }
@@ -290,8 +290,8 @@ func TestPipelines(t *testing.T) {
 			p.Get(ctx, "tx")
 			return nil
 		})
-		if !errors.Is(err, retryredis.ErrMaybeApplied) {
-			t.Fatalf("TxPipelined: %v; want ErrMaybeApplied", err)
+		if !errors.Is(err, retry.ErrMaybeApplied) {
+			t.Fatalf("TxPipelined: %v; want retry.ErrMaybeApplied", err)
 		}
 		if n := calls("exec") - before; n != 1 {
 			t.Fatalf("EXEC ran %d times; want 1", n)
@@ -323,8 +323,8 @@ func TestPipelines(t *testing.T) {
 			p.Get(ctx, "pl")
 			return nil
 		})
-		if !errors.Is(err, retryredis.ErrMaybeApplied) {
-			t.Fatalf("Pipelined: %v; want ErrMaybeApplied", err)
+		if !errors.Is(err, retry.ErrMaybeApplied) {
+			t.Fatalf("Pipelined: %v; want retry.ErrMaybeApplied", err)
 		}
 		if n := calls("incr") - before; n != 1 {
 			t.Fatalf("INCR ran %d times; want 1", n)
@@ -490,7 +490,7 @@ func TestPolicyGuards(t *testing.T) {
 	passed, reset, _ := px.Counts("get")
 	lose.Store(1)
 	err = c2.Get(ctx, "k").Err()
-	if !errors.Is(err, retry.ErrBudgetRefused) || !errors.Is(err, retryredis.ErrMaybeApplied) {
+	if !errors.Is(err, retry.ErrBudgetRefused) || !errors.Is(err, retry.ErrMaybeApplied) {
 		t.Fatalf("GET with a budget that grants nothing: %v; want ErrBudgetRefused", err)
 	}
 	if p2, r2, _ := px.Counts("get"); p2+r2-passed-reset != 1 {
@@ -513,7 +513,7 @@ func timingOutDialer(fail *atomic.Int32) func(ctx context.Context, network, addr
 
 // TestDialTimeoutRetried: a dial that times out sent nothing, so even INCR
 // is sent again; the timeout is not taken for the end of the caller's
-// context. One that keeps timing out ends with ErrNotSent.
+// context. One that keeps timing out ends with retry.ErrNotSent.
 func TestDialTimeoutRetried(t *testing.T) {
 	srv := redistest.Start(t)
 	var fail atomic.Int32
@@ -538,7 +538,7 @@ func TestDialTimeoutRetried(t *testing.T) {
 	}
 	err := c.Incr(ctx, "k").Err()
 	var re *retry.Error
-	if !errors.Is(err, retryredis.ErrNotSent) || !errors.As(err, &re) || re.Attempts != 3 {
-		t.Fatalf("INCR with every dial timing out: %v; want ErrNotSent after 3 attempts", err)
+	if !errors.Is(err, retry.ErrNotSent) || !errors.As(err, &re) || re.Attempts != 3 {
+		t.Fatalf("INCR with every dial timing out: %v; want retry.ErrNotSent after 3 attempts", err)
 	}
 }

@@ -47,6 +47,11 @@ func TestShareForeignData(t *testing.T) { fleettest.ShareForeignData(t, shareDia
 // within two sync intervals.
 func TestShareFallbackAndRejoin(t *testing.T) { fleettest.ShareFallbackAndRejoin(t, shareDial) }
 
+// TestShareThrottleRecovers: a shared Throttle recovers from a total
+// outage about as fast as an unshared one, and one that joins during the
+// outage still probes (no lock-out).
+func TestShareThrottleRecovers(t *testing.T) { fleettest.ShareThrottleRecovers(t, shareDial) }
+
 func TestShareErrors(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer c.Close()

@@ -274,7 +274,7 @@ func FuzzWireClassification(f *testing.F) {
 		}
 		var applied bool
 		judged := (&hook{policy: retry.Policy{}}).judge(ctx, err, cmd, &applied)
-		if notSent := errors.Is(judged, ErrNotSent) && retry.IsPermanent(judged); notSent != refused {
+		if notSent := errors.Is(judged, retry.ErrNotSent) && retry.IsPermanent(judged); notSent != refused {
 			t.Fatalf("%v: refused %v, but judge says %v", typed, refused, judged)
 		}
 		if refused || !tbl.safe(ctx, cmd) {

@@ -30,7 +30,7 @@ import (
 //     refused it without running it (BUSY, READONLY, MASTERDOWN, ...; any
 //     command) or when it was not sent (a dial error);
 //   - a command that failed without a reply comes back with an error
-//     matching ErrNotSent or ErrMaybeApplied.
+//     matching retry.ErrNotSent or retry.ErrMaybeApplied.
 //
 // It refuses, with an error naming the field, an opt with DisableRetry
 // (valkey-go's loop is the one layer) or its own RetryDelay, and a p that
@@ -112,7 +112,7 @@ type client struct {
 
 // Close closes the client as valkey-go's Close does (waiting for the calls
 // in flight), and remembers that it did: a call made afterwards fails with
-// an error matching ErrNotSent, while a call in flight during Close that
+// an error matching retry.ErrNotSent, while a call in flight during Close that
 // fails with valkey-go's ErrClosing may have been applied (valkey-go
 // answers ErrClosing to commands it had already written).
 func (c *client) Close() {
@@ -265,7 +265,7 @@ func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx conte
 			return last
 		}
 	})
-	if maybe && err != nil && !errors.Is(err, ErrMaybeApplied) {
+	if maybe && err != nil && !errors.Is(err, retry.ErrMaybeApplied) {
 		// A send lost its reply, then the loop ended without sending again
 		// (a Throttle's rejection calls no send) or with a reply (a refusal
 		// that outlasted the policy, an error reply): the error still says

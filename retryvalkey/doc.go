@@ -86,16 +86,16 @@
 // never repeated. Replies come back as valkey-go returns them
 // (*valkey.ValkeyError, the last one when a refusal outlasted the policy),
 // except after a send of the call lost its reply: then the reply is
-// wrapped in a [*CommandError] matching ErrMaybeApplied (errors.As still
+// wrapped in a [*CommandError] matching retry.ErrMaybeApplied (errors.As still
 // reaches the *valkey.ValkeyError);
 // a failure without a reply comes back as a [*CommandError] matching
-// [ErrNotSent] or [ErrMaybeApplied] (from Do and DoCache inside the
+// [retry.ErrNotSent] or [retry.ErrMaybeApplied] (from Do and DoCache inside the
 // *retry.Error of the loop when it made more than one send; DoMulti
 // returns each command's own *CommandError). valkey-go's ErrClosing is
 // "not sent" only for a call made after Close returned: valkey-go also
 // answers it to commands already written when the client closes. Once a
 // send of this client's loop lost its reply, a later unsent send does not
-// make the call's error match ErrNotSent; the repeats valkey-go's loop
+// make the call's error match retry.ErrNotSent; the repeats valkey-go's loop
 // made of the first send are not seen, so after a first send of a
 // retryable command that ended unsent, an earlier repeat may have been
 // applied (the command was safe to repeat).
@@ -135,7 +135,7 @@
 //
 // The EventDone's Err is the call's *retry.Error, except after a send that
 // lost its reply and a loop that then ended without sending again: the
-// call returns a copy whose Err also matches ErrMaybeApplied.
+// call returns a copy whose Err also matches retry.ErrMaybeApplied.
 //
 // # The wire
 //

@@ -3,27 +3,8 @@ package retryvalkey
 import (
 	"errors"
 	"net"
-)
 
-var (
-	// ErrNotSent is matched (with errors.Is) by the error of a command that
-	// never reached the server: the connection could not be dialled, at
-	// every send of the call this client made, or the client had been
-	// closed before the call. Such a command was not applied and may always
-	// be retried. (valkey-go's own repeats of a first send are not seen:
-	// see the package documentation.)
-	ErrNotSent = errors.New("retryvalkey: command was not sent")
-
-	// ErrMaybeApplied is matched (with errors.Is) by the error of a command
-	// that was handed to a connection whose reply was lost (connection
-	// reset or closed, timeout, context ended while waiting): the server
-	// may or may not have applied it. valkey-go writes commands from a
-	// background goroutine and pipelines them, so any failure after the
-	// command was queued on a live connection is of this kind, valkey-go's
-	// ErrClosing included when the client was closed while the call was
-	// in flight. It is also matched when a later send of the same call
-	// failed without a reply in another way (not sent).
-	ErrMaybeApplied = errors.New("retryvalkey: command may have been applied")
+	"github.com/retrykit/retry"
 )
 
 type outcome uint8
@@ -38,11 +19,11 @@ const (
 
 // CommandError is the error of a command that failed without a reply from
 // the server. It wraps valkey-go's error (errors.Is and errors.As reach
-// it) and matches ErrNotSent or ErrMaybeApplied. Replies of the server
+// it) and matches retry.ErrNotSent or retry.ErrMaybeApplied. Replies of the server
 // (*valkey.ValkeyError) are left as valkey-go returns them, except after
 // an earlier send of the same call lost its reply: then the last reply (a
 // refusal, say) comes wrapped in a CommandError that matches
-// ErrMaybeApplied, since a bare refusal would say the command never ran.
+// retry.ErrMaybeApplied, since a bare refusal would say the command never ran.
 type CommandError struct {
 	// Command is the command's name as sent ("INCR").
 	Command string
@@ -74,13 +55,13 @@ func (e *CommandError) Error() string {
 // Unwrap returns valkey-go's error.
 func (e *CommandError) Unwrap() error { return e.Err }
 
-// Is reports whether target is ErrNotSent or ErrMaybeApplied and
+// Is reports whether target is retry.ErrNotSent or retry.ErrMaybeApplied and
 // describes this failure.
 func (e *CommandError) Is(target error) bool {
 	switch target {
-	case ErrNotSent:
+	case retry.ErrNotSent:
 		return e.outcome == outcomeNotSent && !e.earlier
-	case ErrMaybeApplied:
+	case retry.ErrMaybeApplied:
 		return e.outcome == outcomeMaybeApplied || e.earlier
 	}
 	return false

@@ -36,9 +36,9 @@ func ExampleErrMaybeApplied() {
 	switch {
 	case err == nil:
 		fmt.Println("done")
-	case errors.Is(err, retryvalkey.ErrNotSent):
+	case errors.Is(err, retry.ErrNotSent):
 		fmt.Println("not applied")
-	case errors.Is(err, retryvalkey.ErrMaybeApplied):
+	case errors.Is(err, retry.ErrMaybeApplied):
 		fmt.Println("unknown: check before repeating")
 	}
 	// Output: done

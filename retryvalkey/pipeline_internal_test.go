@@ -7,12 +7,13 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
+	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/redistest"
 )
 
 // TestWrapAfterLostReply: in a pipeline's tail sent again after a send
 // lost its reply, an error reply comes back wrapped, matching
-// ErrMaybeApplied, but a nil reply (GET of a missing key) is an answer
+// retry.ErrMaybeApplied, but a nil reply (GET of a missing key) is an answer
 // and comes back as valkey-go gives it. The replies are a real server's.
 func TestWrapAfterLostReply(t *testing.T) {
 	srv := redistest.Start(t)
@@ -35,8 +36,8 @@ func TestWrapAfterLostReply(t *testing.T) {
 	wrongType := c.Do(ctx, c.B().Hget().Key("s").Field("f").Build())
 	err = wrap(wrongType, "HGET", false, true).Error()
 	var ve *valkey.ValkeyError
-	if !errors.Is(err, ErrMaybeApplied) || !errors.As(err, &ve) {
-		t.Errorf("error reply after a lost reply: %v (%T), want a *CommandError matching ErrMaybeApplied around the reply", err, err)
+	if !errors.Is(err, retry.ErrMaybeApplied) || !errors.As(err, &ve) {
+		t.Errorf("error reply after a lost reply: %v (%T), want a *CommandError matching retry.ErrMaybeApplied around the reply", err, err)
 	}
 	if err := wrap(wrongType, "HGET", false, false).Error(); !isReply(err) {
 		t.Errorf("error reply with no lost reply before it: %v (%T), want it as valkey-go gives it", err, err)

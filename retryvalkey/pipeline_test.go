@@ -3,10 +3,10 @@ package retryvalkey_test
 import (
 	"context"
 	"errors"
+	"github.com/retrykit/retry"
 	"testing"
 
 	"github.com/retrykit/retry/internal/redistest"
-	"github.com/retrykit/retry/retryvalkey"
 )
 
 // TestDoMulti: a pipeline of safe commands is repeated after a lost
@@ -25,8 +25,8 @@ func TestDoMulti(t *testing.T) {
 	fault.Store("get")
 	before, _ := srv.CommandCalls("incr")
 	r = c.DoMulti(ctx, c.B().Incr().Key("n").Build(), c.B().Get().Key("n").Build())
-	if err := r[1].Error(); !errors.Is(err, retryvalkey.ErrMaybeApplied) {
-		t.Fatalf("pipeline with INCR: %v; want ErrMaybeApplied", err)
+	if err := r[1].Error(); !errors.Is(err, retry.ErrMaybeApplied) {
+		t.Fatalf("pipeline with INCR: %v; want retry.ErrMaybeApplied", err)
 	}
 	if after, _ := srv.CommandCalls("incr"); after-before != 1 {
 		t.Fatalf("INCR ran %d times; want 1", after-before)

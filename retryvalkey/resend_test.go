@@ -44,8 +44,8 @@ func TestNotSentRetried(t *testing.T) {
 	c2 := newClientNoDial(t, px, retry.Policy{Initial: time.Millisecond, MaxDelay: time.Millisecond, MaxAttempts: 3})
 	err := c2.Do(ctx, c2.B().Incr().Key("k").Build()).Error()
 	var re *retry.Error
-	if !errors.Is(err, retryvalkey.ErrNotSent) || !errors.As(err, &re) || re.Attempts != 3 {
-		t.Fatalf("INCR against a refusing proxy: %v; want ErrNotSent after 3 attempts", err)
+	if !errors.Is(err, retry.ErrNotSent) || !errors.As(err, &re) || re.Attempts != 3 {
+		t.Fatalf("INCR against a refusing proxy: %v; want retry.ErrNotSent after 3 attempts", err)
 	}
 }
 
@@ -261,7 +261,7 @@ func TestRefusalsResent(t *testing.T) {
 
 // TestDialTimeoutRetried: a dial that times out sent nothing, so even INCR
 // is sent again; the timeout is not taken for the end of the caller's
-// context. One that keeps timing out ends with ErrNotSent.
+// context. One that keeps timing out ends with retry.ErrNotSent.
 func TestDialTimeoutRetried(t *testing.T) {
 	srv := redistest.Start(t)
 	var fail atomic.Int32 // while above zero, each dial spends one on a real timeout
@@ -300,7 +300,7 @@ func TestDialTimeoutRetried(t *testing.T) {
 	notice(c)
 	err = c.Do(ctx, c.B().Incr().Key("k").Build()).Error()
 	var re *retry.Error
-	if !errors.Is(err, retryvalkey.ErrNotSent) || !errors.As(err, &re) || re.Attempts != 3 {
-		t.Fatalf("INCR with every dial timing out: %v; want ErrNotSent after 3 attempts", err)
+	if !errors.Is(err, retry.ErrNotSent) || !errors.As(err, &re) || re.Attempts != 3 {
+		t.Fatalf("INCR with every dial timing out: %v; want retry.ErrNotSent after 3 attempts", err)
 	}
 }

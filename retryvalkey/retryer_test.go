@@ -33,8 +33,8 @@ func TestPolicyDrivesValkeyLoop(t *testing.T) {
 	c := newClient(t, px.Addr(), p)
 	ctx := context.Background()
 	err := c.Do(ctx, c.B().Get().Key("k").Build()).Error()
-	if !errors.Is(err, retryvalkey.ErrMaybeApplied) {
-		t.Fatalf("GET with every reply lost: %v; want ErrMaybeApplied", err)
+	if !errors.Is(err, retry.ErrMaybeApplied) {
+		t.Fatalf("GET with every reply lost: %v; want retry.ErrMaybeApplied", err)
 	}
 	if pa, r, _ := px.Counts("get"); pa+r != 3 {
 		t.Fatalf("proxy saw %d GETs; want 3 (MaxAttempts)", pa+r)
@@ -73,8 +73,8 @@ func TestBudgetStopsValkeyLoop(t *testing.T) {
 	p := testPolicy()
 	p.Budget = b
 	c := newClient(t, px.Addr(), p)
-	if err := c.Do(context.Background(), c.B().Get().Key("k").Build()).Error(); !errors.Is(err, retryvalkey.ErrMaybeApplied) {
-		t.Fatalf("GET with every reply lost: %v; want ErrMaybeApplied", err)
+	if err := c.Do(context.Background(), c.B().Get().Key("k").Build()).Error(); !errors.Is(err, retry.ErrMaybeApplied) {
+		t.Fatalf("GET with every reply lost: %v; want retry.ErrMaybeApplied", err)
 	}
 	if pa, r, _ := px.Counts("get"); pa+r != 1 {
 		t.Fatalf("proxy saw %d GETs; want 1 (the budget refused every retry)", pa+r)

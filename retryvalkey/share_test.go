@@ -58,6 +58,11 @@ func TestShareForeignData(t *testing.T) { fleettest.ShareForeignData(t, shareDia
 // within two sync intervals.
 func TestShareFallbackAndRejoin(t *testing.T) { fleettest.ShareFallbackAndRejoin(t, shareDial) }
 
+// TestShareThrottleRecovers: a shared Throttle recovers from a total
+// outage about as fast as an unshared one, and one that joins during the
+// outage still probes (no lock-out).
+func TestShareThrottleRecovers(t *testing.T) { fleettest.ShareThrottleRecovers(t, shareDial) }
+
 func TestShareErrors(t *testing.T) {
 	srv := redistest.Start(t)
 	fleettest.ShareErrors(t, "retryshare", shareDial(t, srv.Addr()), func(b *retry.Budget) error {

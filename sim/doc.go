@@ -91,11 +91,13 @@
 //	policy     retry.Policy's Delay, MaxAttempts and MaxElapsed, as retry.Do applies them
 //	Budget     retry.Budget's rule in virtual time, first attempts counted when sent
 //	Throttle   retry.Throttle's rule in virtual time: before every attempt, rejection with probability
-//	           max(0, (requests − K × accepts)/(requests + 1)); accepted = answered in time
-//	fleet      call i belongs to process i mod Processes; Budget and Throttle per process or shared
+//	           min(MaxProbability, max(0, (requests − K × accepts)/(requests + 1))); accepted = answered in time
+//	Quota      the AWS SDKs' retry quota (RetryQuota): tokens taken per retry, given back only by successes
+//	fleet      call i belongs to process i mod Processes; Budget, Throttle and Quota per process or shared
 //
 // Each attempt goes through the Throttle (a rejected one fails at once,
-// as with retry.ErrThrottled, and counts as a request), then counts as a
+// as with retry.ErrThrottled, and counts as a request only with
+// CountRejected), then counts as a
 // first attempt with the Budget, then reaches the server with no network
 // delay. A failed attempt (timed out, rejected by a full queue or by the
 // Throttle) counts against MaxAttempts; the wait is Policy.Delay; the
@@ -117,31 +119,54 @@
 // whether it recovered: from some point at or after the trigger's end,
 // with at least 30 s left, every 10 s window (in whole slots) has goodput
 // of at least 95 % of its arrivals; RecoveryTime is how long after the
-// trigger's end that point is.
+// trigger's end that point is. A run whose server admits, from that
+// point on, as many requests as it can serve (a queue that keeps
+// growing) is not recovered, with or without a timeout; a run that ends
+// less than 30 s after the trigger, or before it ends, cannot tell
+// (OpenResult.CannotTell). The arrivals draw on a random stream of their
+// own (rand.NewPCG(Seed, 1)), so every policy run with one Seed sees the
+// same calls (common random numbers).
 //
 // Cost: events are processed in time order with no per-call goroutine.
 // A queued attempt whose client still waits takes 32 bytes; requests
 // whose clients left are always the oldest in the FIFO, so they are held
 // as a count, and calls waiting out a backoff sit in a heap. Memory is
 // thus bounded by what is in flight (a client Timeout bounds that), not
-// by the run's length or the server's backlog: the stuck Huang run, ten
-// million requests deep at the end, allocates 16 MiB in 14 allocations and
-// takes about 0.5 s of CPU time on one core (BenchmarkOpenHuang).
+// by the run's length or the server's backlog.
+//
+// # Bounded work and memory (open model)
+//
+// Before it starts, RunOpen estimates the attempts it will simulate one by
+// one ([OpenScenario.Work]: the calls arriving times the attempts one
+// call can make if every attempt fails, at the policy's mean waits) and
+// refuses a scenario over MaxWork (DefaultMaxWork, 1e9: about half a
+// minute of one core). It refuses rates over MaxOpenRate (one per
+// nanosecond), and a scenario whose calls must pile up past MaxMemory (no
+// Timeout and more arrivals than the server can serve). While it runs it
+// ends with an error once it has simulated more than MaxWork attempts or
+// holds more attempts and calls in flight than MaxMemory allows
+// (OpenBytesPerCall, 96 bytes, each: 32 in buffers that double). A
+// verdict needs room: when the trigger ends less than RecoveryTail before
+// the end of the run, or after it, OpenResult.CannotTell is set instead.
 //
 // # Calibration of the Huang scenario
 //
 // Huang et al.'s reproduction gives the arrival rate, the timeout, the
-// resends and the trigger, not the server's full rate. HuangServiceRate
-// (21,200 requests/s) was found by bisection: for each published outcome
-// (10 s at 0.45 recovers; 10 s at 0.40 stays stuck; 9 s at 0.40
-// recovers; 10 s at 0.40 at 10,000 calls/s recovers), with even arrivals
-// and Poisson arrivals under seeds 1-3, the service rate at which the
-// outcome flips was found to within 10/s. The 9 s run needs at least
-// 20,713/s to recover (its highest threshold, Poisson seed 1), the
-// 0.45 run 19,827/s and the 10,000/s run 16,311/s; the stuck run is
-// still stuck at 21,665/s and recovers at 21,672/s (its lowest
-// threshold, seed 2). Every outcome comes out as published from 20,713
-// to 21,665/s; 21,200 is near the middle of that window.
+// resends and the trigger, not the server's full rate. The trigger's
+// depths come from their artifact (Retry_Metastability/primary/trigger.sh
+// and client/experiments.sh): the primary runs at docker --cpus 2 and the
+// trigger sets --cpus 0.40 (stuck) or 0.45 (the baseline that recovers),
+// so 20 % and 22.5 % of the capacity remain. HuangServiceRate (35,200
+// requests/s) was found by bisection: for each published outcome (10 s at
+// 22.5 % recovers; 10 s at 20 % stays stuck; 9 s at 20 % recovers; 10 s
+// at 20 % at 10,000 calls/s recovers), with even arrivals and Poisson
+// arrivals under seeds 1-3, the service rate at which the outcome flips
+// was found to within 10/s. The 22.5 % run needs at least 33,843/s to
+// recover (its highest threshold, even arrivals), the 9 s run 33,835/s
+// and the 10,000/s run 27,625/s; the stuck run is still stuck at
+// 36,501/s and recovers at 36,509/s (its lowest threshold, Poisson seed
+// 1). Every outcome comes out as published from 33,843 to 36,501/s;
+// 35,200 is near the middle of that window (measured 2026-12-07).
 // TestHuangCalibration repeats the search (RETRYKIT_CALIBRATE=1).
 //
 // # Hedging model

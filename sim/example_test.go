@@ -71,3 +71,35 @@ func ExampleRunOpen() {
 	// none: offered 560/s, goodput 0/s, recovered false after 0s
 	// budget 0.05 + drop expired: offered 280/s, goodput 280/s, recovered true after 0s
 }
+
+// The AWS SDKs' retry quota as they keep it: in Bronson's stuck state it
+// runs dry after 35 retries and, refilled only by successes, stays dry,
+// so the toy recovers as it would with no retries.
+func ExampleAWSRetryQuota() {
+	s := sim.Bronson()
+	q := sim.AWSRetryQuota()
+	s.Policy, s.Quota = retry.AWSStandardPolicy(), &q
+	r, err := sim.RunOpen(context.Background(), s)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("recovered %v after %v; %d calls stopped by the quota\n", r.Recovered, r.RecoveryTime, r.BudgetRefused)
+	// Output:
+	// recovered true after 2m7s; 38304 calls stopped by the quota
+}
+
+// Work estimates a run before it starts: here 60,000 calls that may each
+// time out every 100 ms for a minute with no waits, 601 attempts each.
+// RunOpen refuses a scenario whose estimate exceeds MaxWork.
+func ExampleOpenScenario_Work() {
+	s := sim.OpenScenario{Rate: 1000, ServiceRate: 500, Timeout: 100 * time.Millisecond, Duration: time.Minute,
+		Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: retry.Unlimited}}
+	fmt.Printf("%.3g attempts\n", s.Work())
+	s.MaxWork = 1e7
+	_, err := sim.RunOpen(context.Background(), s)
+	fmt.Println(err != nil)
+	// Output:
+	// 3.61e+07 attempts
+	// true
+}

@@ -101,3 +101,28 @@ func TestRunHedgeBadScenario(t *testing.T) {
 		}
 	}
 }
+
+// Virtual time cannot wrap: arrivals spread over more than about 73 years
+// are refused, as are rates beyond one request per nanosecond and runs
+// over MaxMemory; a run just inside the span gets every hedge its budget's
+// floor grants (a wrapped clock refused some).
+func TestRunHedgeTimeAndMemoryBounds(t *testing.T) {
+	for _, c := range []struct {
+		s    sim.HedgeScenario
+		want string
+	}{
+		{sim.HedgeScenario{Rate: 1e-6, Requests: 100000}, "over the model's"},
+		{sim.HedgeScenario{Rate: 1e-300, Requests: 2}, "over the model's"},
+		{sim.HedgeScenario{Rate: 2e9}, "one request per nanosecond"},
+		{sim.HedgeScenario{Requests: 10_000_000, MaxMemory: 1 << 30}, "over MaxMemory 1.0 GiB"},
+	} {
+		if err := c.s.Validate(); !errors.Is(err, sim.ErrScenario) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("rate %v, %d requests: %v, want %q", c.s.Rate, c.s.Requests, err, c.want)
+		}
+	}
+	s := sim.HedgeScenario{Rate: 1e-6, Requests: 1000, Latency: sim.Latency{Sigma: -1, Mean: 10 * time.Millisecond},
+		Hedge: &retry.HedgeConfig{FixedDelay: 5 * time.Millisecond, MaxCopies: 2}, Budget: &retry.BudgetConfig{Ratio: 0.1}}
+	if r := runHedge(t, s); r.Refused != 0 || r.Copies != 2000 || r.P50 != 10*time.Millisecond {
+		t.Errorf("one request every 11.6 days: %+v, want every hedge granted", r)
+	}
+}

@@ -105,13 +105,15 @@ const never = math.MaxInt64 / 2 // later than any event
 type openEngine struct {
 	s           *OpenScenario
 	ctx         context.Context
-	rng         *rand.Rand
+	rng         *rand.Rand // the clients' draws: jitter and throttle
+	arrRNG      *rand.Rand // the arrivals' draws: Poisson gaps
 	maxAttempts int32
 	unlimited   bool
 	timeout     int64 // 0: none
 	end, slotW  int64
 	budget      budgetModel
 	throttle    throttleModel
+	quota       quotaModel
 
 	arrivals    clock
 	arrivalW    float64 // the count the next arrival is at
@@ -133,11 +135,15 @@ type openEngine struct {
 	cur                              int // the slot whose Queue is not yet set
 	succeeded, gaveUp, refused       int64
 	peakQueue, peakInFlight, attempt int64
+	simulated                        float64 // attempts simulated one by one
+	maxInFlight                      int64   // from MaxMemory; 0: no limit
 	steps                            int
+	lastT                            int64 // the time of the last event
 }
 
 func newOpenEngine(s *OpenScenario, ctx context.Context) *openEngine {
 	e := &openEngine{s: s, ctx: ctx, rng: rand.New(rand.NewPCG(s.Seed, 0)),
+		arrRNG:  rand.New(rand.NewPCG(s.Seed, 1)),
 		timeout: int64(s.Timeout), end: int64(s.Duration), slotW: int64(s.Slot)}
 	e.maxAttempts, e.unlimited = maxAttempts(s.Policy.MaxAttempts)
 	if s.Budget != nil {
@@ -145,6 +151,9 @@ func newOpenEngine(s *OpenScenario, ctx context.Context) *openEngine {
 	}
 	if s.Throttle != nil {
 		e.throttle.init(*s.Throttle, s.Processes, s.SharedThrottle)
+	}
+	if s.Quota != nil {
+		e.quota.init(*s.Quota, s.Processes, s.SharedQuota)
 	}
 	var ta, tb int64
 	if s.TriggerFor > 0 {
@@ -157,6 +166,9 @@ func newOpenEngine(s *OpenScenario, ctx context.Context) *openEngine {
 	}
 	e.arrivals = newClock(s.Rate, s.SpikeFactor, sa, sb)
 	e.series = make([]OpenSlot, (e.end+e.slotW-1)/e.slotW)
+	if s.MaxMemory > 0 {
+		e.maxInFlight = max((s.MaxMemory-int64(len(e.series))*openBytesPerSlot)/OpenBytesPerCall, 1)
+	}
 	e.nextArrival = e.drawArrival()
 	return e
 }
@@ -167,7 +179,7 @@ func newOpenEngine(s *OpenScenario, ctx context.Context) *openEngine {
 func (e *openEngine) drawArrival() int64 {
 	w := e.arrivalW
 	if e.s.Arrivals == Poisson {
-		w += e.rng.ExpFloat64()
+		w += e.arrRNG.ExpFloat64()
 		e.arrivalW = w
 	} else {
 		e.arrivalW++
@@ -187,14 +199,15 @@ func (e *openEngine) inFlight() int64 {
 	return n
 }
 
-func errInFlight() error {
-	return fmt.Errorf("%w: over MaxInFlight (%d) attempts and calls in flight at once: the backlog outgrew "+
-		"the simulator (a client Timeout, a QueueLimit or a shorter Duration bounds it)", ErrScenario, MaxInFlight)
+func (e *openEngine) errInFlight() error {
+	return fmt.Errorf("%w: over %d attempts and calls in flight at once, %d bytes each, over MaxMemory %s: "+
+		"the backlog outgrew the memory allowed (a client Timeout, a QueueLimit or a shorter Duration bounds it)",
+		ErrScenario, e.maxInFlight, OpenBytesPerCall, byteSize(e.s.MaxMemory))
 }
 
 func (e *openEngine) run() error {
 	for {
-		if err := e.tick(); err != nil {
+		if err := e.tick(e.lastT); err != nil {
 			return err
 		}
 		tc, tt, tr := int64(never), int64(never), int64(never)
@@ -215,6 +228,7 @@ func (e *openEngine) run() error {
 		if t >= e.end {
 			break
 		}
+		e.lastT = t
 		if k := int(t / e.slotW); k > e.cur {
 			q := e.queueLen()
 			for ; e.cur < k; e.cur++ {
@@ -250,16 +264,19 @@ func (e *openEngine) run() error {
 }
 
 // tick counts one step (an event, or an attempt made at once); every few
-// thousand it returns ctx's error, or errWork once the run has made more
-// than MaxRequests attempts.
-func (e *openEngine) tick() error {
+// thousand it returns ctx's error, or an error once the run has simulated
+// more than MaxWork attempts, and reports progress.
+func (e *openEngine) tick(now int64) error {
 	e.steps++
 	if e.steps&0xfff == 0 {
 		if err := e.ctx.Err(); err != nil {
 			return err
 		}
-		if float64(e.attempt) > MaxRequests {
-			return errWork()
+		if e.s.MaxWork > 0 && e.simulated > e.s.MaxWork {
+			return fmt.Errorf("%w: simulated over MaxWork (%.3g) attempts", ErrScenario, e.s.MaxWork)
+		}
+		if e.s.Progress != nil && e.steps&0xfffff == 0 {
+			e.s.Progress(time.Duration(min(now, e.end)), e.s.Duration)
 		}
 	}
 	return nil
@@ -275,6 +292,9 @@ func (e *openEngine) complete(t int64) {
 		e.succeeded++
 		if e.throttle.on {
 			e.throttle.record(e.svc.c, t, true)
+		}
+		if e.quota.on {
+			e.quota.success(e.svc.c, e.svc.calls > 0)
 		}
 	} else {
 		sl.Wasted++
@@ -341,6 +361,7 @@ func (e *openEngine) attemptAt(c call, now int64) error {
 func (e *openEngine) send(c *call, now int64) (bool, error) {
 	sl := e.slot(now)
 	e.attempt++
+	e.simulated++
 	if e.throttle.on && !e.throttle.allow(c.c, now, e.rng) {
 		sl.Throttled++
 		return false, nil
@@ -377,8 +398,8 @@ func (e *openEngine) startService(now int64) {
 func (e *openEngine) checkInFlight() error {
 	n := e.inFlight()
 	e.peakInFlight = max(e.peakInFlight, n)
-	if n > MaxInFlight {
-		return errInFlight()
+	if e.maxInFlight > 0 && n > e.maxInFlight {
+		return e.errInFlight()
 	}
 	return nil
 }
@@ -402,7 +423,7 @@ func (e *openEngine) failed(c call, now int64) error {
 			e.gaveUp++
 			return nil
 		}
-		if e.budget.on && !e.budget.allow(c.c, now) {
+		if e.budget.on && !e.budget.allow(c.c, now) || e.quota.on && !e.quota.retry(c.c) {
 			e.gaveUp++
 			e.refused++
 			return nil
@@ -412,7 +433,7 @@ func (e *openEngine) failed(c call, now int64) error {
 			e.pushRetry(c)
 			return e.checkInFlight()
 		}
-		if e.s.QueueLimit > 0 && e.queueLen() >= int64(e.s.QueueLimit) && !e.throttle.on && !e.budget.on &&
+		if e.s.QueueLimit > 0 && e.queueLen() >= int64(e.s.QueueLimit) && !e.throttle.on && !e.budget.on && !e.quota.on &&
 			p.Initial == retry.Immediate {
 			// Every attempt left meets the same full queue at this instant
 			// (nothing else happens meanwhile): count them in one step.
@@ -424,7 +445,7 @@ func (e *openEngine) failed(c call, now int64) error {
 			e.gaveUp++
 			return nil
 		}
-		if err := e.tick(); err != nil { // a call may resend at one instant up to MaxAttempts times
+		if err := e.tick(now); err != nil { // a call may resend at one instant up to MaxAttempts times
 			return err
 		}
 		ok, err := e.send(&c, now)
@@ -432,6 +453,18 @@ func (e *openEngine) failed(c call, now int64) error {
 			return err
 		}
 	}
+}
+
+// keepsUp reports whether the server admitted, from slot k to the end,
+// fewer requests than it can serve in that time (at full rate: k is past
+// the trigger), so that its queue is not growing.
+func (e *openEngine) keepsUp(k int) bool {
+	var admitted int64
+	for _, x := range e.series[k:] {
+		admitted += x.Sent - x.Rejected
+	}
+	span := float64(e.end - int64(k)*e.slotW)
+	return float64(admitted) < e.s.ServiceRate*span/1e9
 }
 
 func (e *openEngine) pushRetry(c call) { pushEvent(&e.retries, c) }
@@ -505,7 +538,11 @@ func (e *openEngine) result() OpenResult {
 			break
 		}
 	}
-	if from <= n-tail && r0+w <= n {
+	if r0 > n-tail || r0+w > n {
+		r.CannotTell = true
+		return r
+	}
+	if from <= n-tail && e.keepsUp(from) {
 		r.Recovered = true
 		r.RecoveryTime = max(time.Duration(int64(from)*e.slotW)-r.TriggerEnd, 0)
 	}

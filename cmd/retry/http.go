@@ -38,7 +38,11 @@ func newHTTPCmd() *cobra.Command {
 		Use:   "http [policy flags] [-X METHOD] [-H 'Name: value']... [-d DATA | --data-file FILE] [--idempotency-key KEY|auto] [-o FILE] URL",
 		Short: "Send an HTTP request, retrying 408, 429, 5xx and connection failures",
 		Long: `http sends one HTTP request through the retryhttp transport: the response body goes
-to stdout (or -o FILE), the status and the retries to stderr. Retry-After is honoured.
+to stdout (or -o FILE), the status and the retries to stderr. The server's timing
+hints are honoured (Retry-After, retry-after-ms, x-ms-retry-after-ms, RateLimit,
+X-RateLimit-Reset and RateLimit-Reset with a remaining of 0, x-ratelimit-reset-*),
+waits over 5 minutes excepted; the retry line names the hint obeyed, as in
+"retrying in 2s (RateLimit t=2)".
 
 GET, HEAD, OPTIONS, TRACE, PUT and DELETE are retried. POST, PATCH and other
 non-idempotent requests are sent once unless they carry an idempotency key
@@ -221,6 +225,15 @@ func failure(err error) string {
 	return msg
 }
 
+// hintObeyed names the server hint that set a retry's wait, as in
+// "retrying in 2s (RateLimit t=2)", or "" when the policy set it.
+func hintObeyed(ev retry.Event) string {
+	if h, ok := retryhttp.WaitHint(ev); ok {
+		return h.String()
+	}
+	return ""
+}
+
 // output is the -o FILE of retry http, opened before the first request so
 // that a file that cannot be written is bad input, and nothing is sent.
 type output struct {
@@ -339,6 +352,7 @@ func doHTTP(ctx context.Context, p retry.Policy, pf *policyFlags, req *http.Requ
 	target := req.URL.Redacted()
 
 	rep.failure = failure
+	rep.hint = hintObeyed
 	p.Observer = rep
 	rep.infof("%s", describe(p))
 	rep.infof("%s %s", req.Method, req.URL.Redacted())

@@ -139,17 +139,22 @@ func writeOpenPlot(w io.Writer, format, title string, s sim.OpenScenario, runs [
 	return drawTiles(w, format, plots, 9*vg.Inch, 8*vg.Inch)
 }
 
-// Phase-diagram colours: stuck, recovered at once, recovered late.
+// Phase-diagram colours: stuck, recovered at once, recovered late, and
+// cannot tell.
 var (
-	stuckColor = color.RGBA{0xb2, 0x18, 0x2b, 0xff}
-	fastColor  = color.RGBA{0x1a, 0x98, 0x50, 0xff}
-	slowColor  = color.RGBA{0xfe, 0xe0, 0x8b, 0xff}
+	stuckColor   = color.RGBA{0xb2, 0x18, 0x2b, 0xff}
+	unknownColor = color.RGBA{0xa0, 0xa0, 0xa0, 0xff}
+	fastColor    = color.RGBA{0x1a, 0x98, 0x50, 0xff}
+	slowColor    = color.RGBA{0xfe, 0xe0, 0x8b, 0xff}
 )
 
 // slowRecovery is the recovery time drawn in slowColor (and beyond).
 const slowRecovery = 2 * time.Minute
 
 func recoveryColor(r sim.OpenResult) color.RGBA {
+	if r.CannotTell {
+		return unknownColor
+	}
 	if !r.Recovered {
 		return stuckColor
 	}
@@ -159,8 +164,8 @@ func recoveryColor(r sim.OpenResult) color.RGBA {
 }
 
 // writePhasePlot draws the phase diagram: one panel per strategy, each
-// cell stuck (red) or recovered (green at once, fading to yellow at
-// slowRecovery and later).
+// cell stuck (red), recovered (green at once, fading to yellow at
+// slowRecovery and later) or cannot tell (grey).
 func writePhasePlot(w io.Writer, format, title string, sw *sweep, g *sweepGrid) error {
 	step := func(v []float64) float64 {
 		if len(v) > 1 {
@@ -176,7 +181,7 @@ func writePhasePlot(w io.Writer, format, title string, sw *sweep, g *sweepGrid) 
 		p := plot.New()
 		p.Title.Text = name
 		if k == 0 {
-			p.Title.Text = title + ": " + name + "\nred: stuck; green: recovers at once, fading to yellow at 2 min+"
+			p.Title.Text = title + ": " + name + "\nred: stuck; grey: cannot tell\ngreen: recovers at once, fading to yellow at 2 min+"
 		}
 		p.X.Label.Text, p.Y.Label.Text = axisLabel(sw.axes[0].name), axisLabel(sw.axes[1].name)
 		for i, x := range xs {

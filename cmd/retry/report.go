@@ -25,8 +25,9 @@ type reporter struct {
 	log     *slog.Logger // json format only
 
 	// Set by the subcommand before the reporter observes a loop:
-	failure func(error) string // describes a failed attempt's error in the retry line
-	attempt func(n int) string // with -v, the line printed as attempt n starts; nil: none
+	failure func(error) string       // describes a failed attempt's error in the retry line
+	hint    func(retry.Event) string // names the server hint that set a retry's wait ("RateLimit t=2"), or ""; nil: none
+	attempt func(n int) string       // with -v, the line printed as attempt n starts; nil: none
 
 	mu     sync.Mutex
 	reason retry.Reason  // of the last EventDone
@@ -113,13 +114,23 @@ func (r *reporter) retrying(ev retry.Event, what string) {
 	}
 	what = escapeLine(what)
 	label := attemptLabel(ev.Attempt, ev.MaxAttempts)
+	hint, why := "", ""
+	if r.hint != nil {
+		if hint = escapeLine(r.hint(ev)); hint != "" {
+			why = " (" + hint + ")"
+		}
+	}
 	if r.log != nil {
-		r.log.Info("retrying", "attempt", ev.Attempt, "max_attempts", ev.MaxAttempts,
-			"failure", what, "delay_ms", ev.Delay.Milliseconds(), "elapsed_ms", ev.Elapsed.Milliseconds())
+		fields := []any{"attempt", ev.Attempt, "max_attempts", ev.MaxAttempts,
+			"failure", what, "delay_ms", ev.Delay.Milliseconds(), "elapsed_ms", ev.Elapsed.Milliseconds()}
+		if hint != "" {
+			fields = append(fields, "hint", hint)
+		}
+		r.log.Info("retrying", fields...)
 		return
 	}
 	if !r.tty || ev.Delay <= 0 {
-		fmt.Fprintf(r.w, "retry: %s failed (%s); retrying in %s\n", label, what, fmtWait(ev.Delay))
+		fmt.Fprintf(r.w, "retry: %s failed (%s); retrying in %s%s\n", label, what, fmtWait(ev.Delay), why)
 		return
 	}
 	stop, done := make(chan struct{}), make(chan struct{})
@@ -129,7 +140,7 @@ func (r *reporter) retrying(ev retry.Event, what string) {
 	end := time.Now().Add(ev.Delay)
 	draw := func() {
 		left := max(time.Until(end), 0)
-		fmt.Fprintf(r.w, "\r\x1b[Kretry: %s failed (%s); retrying in %s", label, what, fmtWait(left))
+		fmt.Fprintf(r.w, "\r\x1b[Kretry: %s failed (%s); retrying in %s%s", label, what, fmtWait(left), why)
 	}
 	draw()
 	go func() {
@@ -140,7 +151,7 @@ func (r *reporter) retrying(ev retry.Event, what string) {
 			select {
 			case <-stop:
 				// Keep a record of the wait in the scrollback.
-				fmt.Fprintf(r.w, "\r\x1b[Kretry: %s failed (%s); waited %s\n", label, what, fmtWait(ev.Delay-max(time.Until(end), 0)))
+				fmt.Fprintf(r.w, "\r\x1b[Kretry: %s failed (%s); waited %s%s\n", label, what, fmtWait(ev.Delay-max(time.Until(end), 0)), why)
 				return
 			case <-t.C:
 				draw()

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +26,7 @@ type simOptions struct {
 	seed                             uint64
 	processes                        int
 	budget, maxMemory                string
+	maxMem                           int64 // --max-memory parsed (open and hedge models)
 	budgetRatio, budgetFloor         float64
 	budgetWindow                     time.Duration
 	policy                           *policyFlags // shared policy flags (policyflags.go)
@@ -68,7 +71,9 @@ waits) exceeds --max-memory is refused before it starts.
 With --model open (or --scenario bronson|huang) it runs the open-system model of metastable failures
 instead: calls arriving at --rate, a FIFO server at --service-rate, a client --timeout, a trigger that
 cuts capacity; --compare then names remedies (policy, plain, no-retry, retries2, backoff, budget,
-throttle, drop-expired, aws) or jitters, and --sweep draws a phase diagram.`,
+throttle, drop-expired, aws) or jitters, and --sweep draws a phase diagram. There, --max-work bounds
+the attempts a run is estimated to make (a sweep's cells together: 10 times it), --max-memory what it holds
+in flight (96 bytes per call), and a run that ends too soon after its trigger reports "cannot tell".`,
 		Example: `  retry simulate --clients 10000 --capacity 100 --outage 10s --compare none,full,equal,decorrelated --out herd.png
   retry simulate --model contention --clients 100 --trials 100 --initial 10ms --max-delay 2s --attempts -1 --compare full,equal,decorrelated,none
   retry simulate --clients 10000 --start-window 60s --outage 1000h --attempts -1 --max-elapsed 60s --processes 100 --budget shared
@@ -83,13 +88,13 @@ throttle, drop-expired, aws) or jitters, and --sweep draws a phase diagram.`,
 				}
 				return runSimulateOpen(cmd.Context(), cmd, o, oo, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
-			return runSimulate(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return runSimulate(cmd.Context(), cmd, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.clients, "clients", 10000, "number of clients, each needing one success")
 	f.IntVar(&o.capacity, "capacity", sim.DefaultCapacity, "requests the server accepts per slot (capacity model)")
-	f.DurationVar(&o.slot, "slot", sim.DefaultSlot, "width of a capacity slot and of one point of the load series")
+	f.DurationVar(&o.slot, "slot", sim.DefaultSlot, "width of a capacity slot and of one point of the load series (default 100ms; the open model's: 1s)")
 	f.DurationVar(&o.outage, "outage", 0, "the server fails every request for this long at the start (capacity model)")
 	f.DurationVar(&o.window, "start-window", 0, "spread the first requests uniformly over this window (0: all at once)")
 	f.DurationVar(&o.retryAfter, "retry-after", 0, "Retry-After carried by failed responses (capacity model; 0: none)")
@@ -110,6 +115,9 @@ throttle, drop-expired, aws) or jitters, and --sweep draws a phase diagram.`,
 	f.StringVar(&o.maxMemory, "max-memory", "", "refuse a run needing more memory than this, as 512MiB, 4GiB or none (default 4GiB, or the memory available if less)")
 	o.policy = addPolicyFlags(cmd, "attempt-timeout", "quiet", "verbose", "log-format") // no attempt takes time, nothing is logged
 	oo = addOpenFlags(cmd)
+	// Each model has its own default slot: the usage says both, and the
+	// generic "(default ...)" would give only the closed models'.
+	f.Lookup("slot").DefValue = "0s"
 	cmd.AddCommand(newSimulateHedgeCmd())
 	return cmd
 }
@@ -129,7 +137,7 @@ func parseStrategy(s string) (retry.Jitter, error) {
 }
 
 // scenarios builds one Scenario per strategy, or a usageError.
-func (o *simOptions) scenarios() ([]string, []sim.Scenario, error) {
+func (o *simOptions) scenarios(cmd *cobra.Command) ([]string, []sim.Scenario, error) {
 	bad := func(format string, a ...any) error { return usageError{fmt.Errorf("simulate: "+format, a...)} }
 	model, err := sim.ParseModel(o.model)
 	if err != nil {
@@ -152,6 +160,9 @@ func (o *simOptions) scenarios() ([]string, []sim.Scenario, error) {
 		return nil, nil, bad("--processes %d is more than --clients %d", o.processes, o.clients)
 	case o.budget != "none" && o.budget != "local" && o.budget != "shared":
 		return nil, nil, bad("unknown --budget %q (want none, local or shared)", o.budget)
+	}
+	if f := unusedBudgetFlag(cmd, o, false); f != "" {
+		return nil, nil, bad("--%s does nothing without --budget local|shared", f)
 	}
 	for _, d := range []struct {
 		name string
@@ -253,11 +264,11 @@ func (o *simOptions) scenarios() ([]string, []sim.Scenario, error) {
 	return names, scs, nil
 }
 
-func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) error {
+func runSimulate(ctx context.Context, cmd *cobra.Command, o *simOptions, stdout, stderr io.Writer) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	names, scs, err := o.scenarios()
+	names, scs, err := o.scenarios(cmd)
 	if err != nil {
 		return err
 	}
@@ -367,6 +378,36 @@ func runSimulate(ctx context.Context, o *simOptions, stdout, stderr io.Writer) e
 		return writeJSON(stdout, res)
 	}
 	return writeTable(stdout, res)
+}
+
+// unusedBudgetFlag returns the name of a --budget-* flag given where no
+// budget uses it (no --budget, and budgetStrategy false), or "".
+func unusedBudgetFlag(cmd *cobra.Command, o *simOptions, budgetStrategy bool) string {
+	if o.budget != "none" || budgetStrategy {
+		return ""
+	}
+	for _, f := range []string{"budget-ratio", "budget-min-per-second", "budget-window"} {
+		if cmd.Flags().Changed(f) {
+			return f
+		}
+	}
+	return ""
+}
+
+// parseMaxWork reads --max-work: a positive number of attempts, or
+// "none" (-1). Empty means sim.DefaultMaxWork (0).
+func parseMaxWork(s string) (float64, error) {
+	switch s {
+	case "":
+		return 0, nil
+	case "none":
+		return -1, nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(v >= 1) || math.IsInf(v, 0) {
+		return 0, errors.New("want a number of attempts of at least 1, as 5e9, or none")
+	}
+	return v, nil
 }
 
 // simFlags rewrites the sim package's Scenario and Policy field names as

@@ -26,6 +26,7 @@ type hedgeOptions struct {
 	correlated, slowFactor                  float64
 	mean, tailLatency, slowPeriod, minDelay time.Duration
 	quantiles, budget, format, out          string
+	maxMemory                               string
 	budgetRatio, budgetFloor                float64
 	budgetWindow                            time.Duration
 	seed                                    uint64
@@ -80,12 +81,13 @@ requests (.png or .svg), one line per rule through its quantiles.`,
 	f.Uint64Var(&o.seed, "seed", 1, "random seed; the same seed gives the same result")
 	f.StringVar(&o.format, "format", "table", "table or json")
 	f.StringVar(&o.out, "out", "", "also draw p99.9 and p99 against extra requests to this .png or .svg file")
+	f.StringVar(&o.maxMemory, "max-memory", "", "refuse a run needing more memory than this (300 bytes per request), as 512MiB, 4GiB or none (default 4GiB, or the memory available if less)")
 	return cmd
 }
 
 // hedgeFlags rewrites the sim and retry field names in errors as flags.
 var hedgeFlags = strings.NewReplacer(
-	"HedgeScenario.Requests", "--requests", "HedgeScenario.Rate", "--rate",
+	"HedgeScenario.Requests", "--requests", "HedgeScenario.Rate", "--rate", "MaxMemory", "--max-memory",
 	"Latency.Mean and TailLatency", "--mean and --tail-latency", "Latency.Sigma", "--sigma",
 	"Latency.Stragglers and Tail", "--stragglers and --tail", "StragglerFactor and SlowFactor", "--straggler-factor and --slow-factor",
 	"HedgeScenario.Correlated", "--correlated", "HedgeScenario.SlowPeriod", "--slow-period",
@@ -140,8 +142,12 @@ func (o *hedgeOptions) scenario() (sim.HedgeScenario, []float64, *retry.BudgetCo
 	if len(qs) > 16 {
 		return s, nil, nil, bad("--quantiles: %d given, at most 16", len(qs))
 	}
+	maxMem, err := parseMaxMemory(o.maxMemory)
+	if err != nil {
+		return s, nil, nil, bad("--max-memory %q: %v", o.maxMemory, err)
+	}
 	s = sim.HedgeScenario{
-		Requests: o.requests, Rate: o.rate, Seed: o.seed,
+		Requests: o.requests, Rate: o.rate, Seed: o.seed, MaxMemory: maxMem,
 		Latency: sim.Latency{Mean: o.mean, Sigma: o.sigma, Stragglers: o.stragglers, StragglerFactor: o.factor,
 			Tail: o.tail, TailLatency: o.tailLatency},
 		Correlated: o.correlated, SlowPeriod: o.slowPeriod, SlowFactor: o.slowFactor,

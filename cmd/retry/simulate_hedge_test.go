@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSimulateHedgeTable(t *testing.T) {
@@ -93,5 +94,28 @@ func TestSimulateHedgePlot(t *testing.T) {
 	}
 	if _, err := os.Stat(bad); err == nil {
 		t.Errorf("%s created for a refused run", bad)
+	}
+}
+
+// The hedge model's clock cannot wrap, and its memory is bounded by
+// --max-memory: each refused at once with one usage line naming why.
+func TestSimulateHedgeBounds(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--rate", "1e-6", "--requests", "100000"}, "arrive over 1e+11 s, over the model's"},
+		{[]string{"--rate", "1e-300"}, "over the model's"},
+		{[]string{"--rate", "2e9"}, "--rate 2e+09 is over 1e+09 per second"},
+		{[]string{"--requests", "10000000", "--max-memory", "1GiB"}, "over --max-memory 1.0 GiB"},
+		{[]string{"--max-memory", "lots"}, `--max-memory "lots"`},
+	} {
+		start := time.Now()
+		args := append([]string{"hedge"}, c.args...)
+		_, _, err := simulate(t, args...)
+		usageRefused(t, args, err, c.want)
+		if time.Since(start) > 2*time.Second {
+			t.Errorf("%v: refused after %v", args, time.Since(start))
+		}
 	}
 }

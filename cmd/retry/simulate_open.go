@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -28,13 +29,15 @@ type openOptions struct {
 	dropExpired, throttleShared    bool
 	throttleK                      float64
 	throttleWindow                 time.Duration
+	maxWork                        string
+	maxWorkValue                   float64        // --max-work parsed: 0 the default, -1 none
 	flags                          *pflag.FlagSet // the open model's own flags
 }
 
 // openOnly are the flags that mean something only in the open model, and
 // closedOnly those that mean nothing in it.
 var closedOnly = []string{"clients", "capacity", "outage", "start-window", "retry-after", "latency", "latency-sd",
-	"trials", "max-memory"}
+	"trials"}
 
 // addOpenFlags registers the open model's flags on cmd.
 func addOpenFlags(cmd *cobra.Command) *openOptions {
@@ -57,6 +60,7 @@ func addOpenFlags(cmd *cobra.Command) *openOptions {
 	f.Float64Var(&o.throttleK, "throttle", 0, "model open: adaptive client-side throttling (retry.Throttle) with this K, at least 1 (0: none)")
 	f.DurationVar(&o.throttleWindow, "throttle-window", retry.DefaultThrottleWindow, "model open: how long the throttle remembers requests and accepts")
 	f.BoolVar(&o.throttleShared, "throttle-shared", false, "model open: one throttle for the whole fleet of --processes instead of one per process")
+	f.StringVar(&o.maxWork, "max-work", "", "model open: refuse a run estimated to simulate more attempts than this, as 5e9, or none (default 1e9); a --sweep's cells together at most 10 times this")
 	f.StringVar(&o.sweep, "sweep", "", "model open: a phase diagram over two parameters, as trigger-capacity=0.3:0.7:0.05,trigger-for=2s:20s:2s (axes: trigger-capacity, trigger-for, rate)")
 	f.VisitAll(func(fl *pflag.Flag) { cmd.Flags().AddFlag(fl) })
 	o.flags = f
@@ -181,10 +185,58 @@ func (oo *openOptions) base(cmd *cobra.Command, o *simOptions) (sim.OpenScenario
 	if changed("throttle") && !(oo.throttleK == 0 || oo.throttleK >= 1 && !math.IsInf(oo.throttleK, 1)) {
 		return s, usagef("simulate: --throttle %v: want 0 (none) or a K of at least 1", oo.throttleK)
 	}
-	if oo.throttleShared && oo.throttleK == 0 && !slices.Contains(strings.Split(o.compare, ","), "throttle") {
-		return s, usagef("simulate: --throttle-shared needs --throttle K (or the throttle strategy of --compare)")
+	if err := oo.noOps(cmd, o, s); err != nil {
+		return s, err
 	}
 	return s, nil
+}
+
+// noOps refuses a flag that would do nothing in the run the others
+// describe, naming it and why.
+func (oo *openOptions) noOps(cmd *cobra.Command, o *simOptions, s sim.OpenScenario) error {
+	changed := cmd.Flags().Changed
+	names := []string{"policy"}
+	if o.compare != "" {
+		names = strings.Split(o.compare, ",")
+		for i := range names {
+			names[i] = strings.TrimSpace(names[i])
+		}
+	}
+	has := func(n string) bool { return slices.Contains(names, n) }
+	sweeps := func(axis string) bool { return strings.Contains(oo.sweep, axis+"=") }
+	throttled := has("throttle") || has("policy") && oo.throttleK > 0
+	switch {
+	case changed("throttle") && oo.throttleK > 0 && !has("policy") && !has("throttle"):
+		return usagef("simulate: --throttle does nothing here: no strategy of --compare %q uses it (policy or throttle would)", o.compare)
+	case (changed("throttle-window") || changed("throttle-shared")) && !throttled:
+		flag := "--throttle-window"
+		if changed("throttle-shared") {
+			flag = "--throttle-shared"
+		}
+		return usagef("simulate: %s does nothing without a throttle: give --throttle K or the throttle strategy of --compare", flag)
+	case changed("budget") && o.budget != "none" && !has("policy") && !has("budget") && !has("aws"):
+		return usagef("simulate: --budget does nothing here: no strategy of --compare %q uses it (policy, budget or aws would)", o.compare)
+	case changed("drop-expired") && has("drop-expired"):
+		return usagef("simulate: --drop-expired does nothing beside the drop-expired strategy of --compare, which sets it")
+	case (changed("trigger-capacity") || changed("trigger-at")) && s.TriggerFor == 0 && !sweeps("trigger-for"):
+		flag := "--trigger-capacity"
+		if !changed("trigger-capacity") {
+			flag = "--trigger-at"
+		}
+		return usagef("simulate: %s does nothing without --trigger-for (the trigger's length; 0 means no trigger)", flag)
+	case (changed("spike-for") || changed("spike-at")) && s.SpikeFactor == 0:
+		flag := "--spike-for"
+		if !changed("spike-for") {
+			flag = "--spike-at"
+		}
+		return usagef("simulate: %s does nothing without --spike-factor (the arrival rate's multiplier; 0 means no spike)", flag)
+	case changed("spike-factor") && s.SpikeFor == 0:
+		return usagef("simulate: --spike-factor does nothing without --spike-for (the spike's length; 0 means no spike)")
+	}
+	if f := unusedBudgetFlag(cmd, o, has("budget")); f != "" {
+		return usagef("simulate: --%s does nothing without --budget local|shared (or the budget strategy of --compare)", f)
+	}
+	return nil
 }
 
 // budgetConfig is the budget the flags describe.
@@ -250,9 +302,12 @@ func (oo *openOptions) strategy(name string, base sim.OpenScenario, o *simOption
 	case "drop-expired":
 		s.DropExpired = true
 	case "aws":
+		// The SDKs' standard mode with their retry quota as they keep it
+		// (sim.RetryQuota: refilled only by successes), not the windowed
+		// retry.AWSBudget Budget.
 		s.Policy = retry.AWSStandardPolicy()
-		c := retry.AWSBudget().Config()
-		s.Budget, s.SharedBudget = &c, o.budget == "shared"
+		q := sim.AWSRetryQuota()
+		s.Quota, s.SharedQuota = &q, o.budget == "shared"
 	default:
 		// A jitter, as --compare takes in the other models: the plain
 		// policy with that jitter.
@@ -261,10 +316,19 @@ func (oo *openOptions) strategy(name string, base sim.OpenScenario, o *simOption
 			return s, usagef("simulate: --compare: unknown strategy %q for the open model (want %s, or a jitter: %s)",
 				name, strings.Join(openStrategies, ", "), "none, full, equal, decorrelated, additive[:MAX], proportional:F")
 		}
+		if s.Policy.Initial == retry.Immediate {
+			return s, usagef("simulate: --compare %s: a jitter does nothing to immediate resends (--initial 0, as in --scenario %s): give --initial",
+				name, cmp.Or(oo.scenario, "open"))
+		}
 		s.Policy.Jitter = j
 	}
 	if oo.throttleWindow < time.Millisecond {
 		return s, usagef("simulate: --throttle-window %v: want at least 1ms", oo.throttleWindow)
+	}
+	s.MaxMemory = o.maxMem
+	s.MaxWork = oo.maxWorkValue
+	if oo.sweep != "" {
+		return s, nil // each cell is checked (sweep.validate): an axis may set what is missing here
 	}
 	if err := s.Validate(); err != nil {
 		return s, usageError{errors.New(openFlags.Replace(err.Error()))}
@@ -284,10 +348,13 @@ var openFlags = strings.NewReplacer(
 	"MaxLoadSlots", "the simulator's limit", "over MaxRequests", "over the simulator's limit",
 	"Budget.Ratio", "--budget-ratio", "Budget.MinPerSecond", "--budget-min-per-second", "Budget.Window", "--budget-window",
 	"Throttle.K", "--throttle", "Throttle.Window", "--throttle-window",
+	"over MaxWork", "over --max-work", "MaxMemory", "--max-memory", "Policy.MaxAttempts", "--attempts",
+	"lengthen the waits or the Timeout", "lengthen the waits or --timeout",
 )
 
 // scenarios builds one scenario per strategy of --compare.
 func (oo *openOptions) scenarios(cmd *cobra.Command, o *simOptions) ([]string, []sim.OpenScenario, error) {
+	var err error
 	switch {
 	case o.format != "table" && o.format != "json":
 		return nil, nil, usagef("simulate: unknown --format %q (want table or json)", o.format)
@@ -298,6 +365,12 @@ func (oo *openOptions) scenarios(cmd *cobra.Command, o *simOptions) ([]string, [
 		if err := checkPlotExt(o.out); err != nil {
 			return nil, nil, usageError{err}
 		}
+	}
+	if o.maxMem, err = parseMaxMemory(o.maxMemory); err != nil {
+		return nil, nil, usagef("simulate: --max-memory %q: %v", o.maxMemory, err)
+	}
+	if oo.maxWorkValue, err = parseMaxWork(oo.maxWork); err != nil {
+		return nil, nil, usagef("simulate: --max-work %q: %v", oo.maxWork, err)
 	}
 	base, err := oo.base(cmd, o)
 	if err != nil {
@@ -339,10 +412,16 @@ func runSimulateOpen(ctx context.Context, cmd *cobra.Command, o *simOptions, oo 
 		if sw, err = parseSweep(oo.sweep); err != nil {
 			return err
 		}
+		var work float64
 		for _, s := range scs {
-			if err := sw.validate(s); err != nil {
+			w, err := sw.validate(s)
+			if err != nil {
 				return err
 			}
+			work += w
+		}
+		if err := checkSweepWork(work, oo.maxWorkValue); err != nil {
+			return err
 		}
 	}
 	if o.csv != "" && sw != nil {
@@ -385,7 +464,9 @@ func runSimulateOpen(ctx context.Context, cmd *cobra.Command, o *simOptions, oo 
 		return err
 	}
 	if sw != nil {
-		grid, err := sw.run(ctx, names, scs)
+		prog := newProgress(stderr, 1)
+		grid, err := sw.run(ctx, names, scs, func(n, total int) { prog.total = int64(total); prog.update(int64(n)) })
+		prog.clear()
 		if err != nil {
 			return interrupted(err)
 		}
@@ -403,13 +484,21 @@ func runSimulateOpen(ctx context.Context, cmd *cobra.Command, o *simOptions, oo 
 		return writeSweepTable(stdout, sw, grid)
 	}
 	var runs []openRun
+	prog := newProgress(stderr, int64(len(scs))*int64(scs[0].Duration))
 	for i, s := range scs {
+		if i > 0 {
+			debug.FreeOSMemory() // the previous run's memory goes back: --max-memory bounds each
+		}
+		base := int64(i) * int64(scs[0].Duration)
+		s.Progress = func(done, _ time.Duration) { prog.update(base + int64(done)) } // every strategy has one Duration
 		r, err := sim.RunOpen(ctx, s)
 		if err != nil {
+			prog.clear()
 			return interrupted(err)
 		}
 		runs = append(runs, openRun{names[i], r})
 	}
+	prog.clear()
 	done = true
 	if csvFile != nil {
 		if err := writeOutput(csvFile, func(w io.Writer) error { return writeOpenCSV(w, runs) }); err != nil {

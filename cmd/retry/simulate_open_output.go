@@ -33,7 +33,7 @@ type openJSON struct {
 	OfferedPerSecond  float64  `json:"offered_per_second"`
 	GoodputPerSecond  float64  `json:"goodput_per_second"`
 	Amplification     float64  `json:"amplification"`
-	Recovered         bool     `json:"recovered"`
+	Recovered         *bool    `json:"recovered"` // null: cannot tell
 	RecoverySeconds   *float64 `json:"recovery_seconds"`
 	PeakQueue         int64    `json:"peak_queue"`
 	Arrivals          int64    `json:"arrivals"`
@@ -53,6 +53,15 @@ type openJSON struct {
 
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 
+// recovered is the verdict for JSON: true, false, or nil (null) where
+// the run cannot tell.
+func recovered(r sim.OpenResult) *bool {
+	if r.CannotTell {
+		return nil
+	}
+	return &r.Recovered
+}
+
 func recoverySeconds(r sim.OpenResult) *float64 {
 	if !r.Recovered {
 		return nil
@@ -66,7 +75,7 @@ func writeOpenJSON(w io.Writer, scenario string, runs []openRun) error {
 	for _, r := range runs {
 		x := r.Result
 		rows = append(rows, openJSON{r.Name, "open", scenario, round3(x.ArrivalsPerSecond), round3(x.OfferedPerSecond),
-			round3(x.GoodputPerSecond), round3(x.Amplification), x.Recovered, recoverySeconds(x), x.PeakQueue,
+			round3(x.GoodputPerSecond), round3(x.Amplification), recovered(x), recoverySeconds(x), x.PeakQueue,
 			x.Total.Arrivals, x.Total.Sent, x.Total.Throttled, x.Total.Rejected, x.Total.Served, x.Total.Goodput,
 			x.Total.Wasted, x.Succeeded, x.GaveUp, x.BudgetRefused, x.Processes, x.Budget, x.Throttle})
 	}
@@ -81,7 +90,10 @@ func writeOpenTable(w io.Writer, runs []openRun) error {
 	for _, r := range runs {
 		x := r.Result
 		rec, after := "no", "-"
-		if x.Recovered {
+		switch {
+		case x.CannotTell:
+			rec = "cannot tell"
+		case x.Recovered:
 			rec, after = "yes", x.RecoveryTime.String()
 		}
 		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.2f\t%s\t%s\t%d\t%d\t\n", r.Name, x.ArrivalsPerSecond, x.OfferedPerSecond,

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +31,10 @@ type sweepAxis struct {
 
 // maxSweepCells bounds the grid of --sweep (per strategy).
 const maxSweepCells = 4096
+
+// sweepWorkFactor is how many single runs' work (--max-work, by default
+// sim.DefaultMaxWork) all the cells of a sweep may make together.
+const sweepWorkFactor = 10
 
 // parseSweep reads --sweep: two axes NAME=LO:HI:STEP separated by a comma.
 func parseSweep(spec string) (*sweep, error) {
@@ -105,15 +112,33 @@ func (sw *sweep) apply(s sim.OpenScenario, i, j int) sim.OpenScenario {
 	return s
 }
 
-// validate checks every cell of the grid for s before any runs.
-func (sw *sweep) validate(s sim.OpenScenario) error {
+// validate checks every cell of the grid for s before any runs, and
+// returns the work they estimate together (sim.OpenScenario.Work).
+func (sw *sweep) validate(s sim.OpenScenario) (float64, error) {
+	var work float64
 	for i := range sw.axes[0].values {
 		for j := range sw.axes[1].values {
-			if err := sw.apply(s, i, j).Validate(); err != nil {
-				return usageError{fmt.Errorf("%s (--sweep cell %s=%g, %s=%g)", openFlags.Replace(err.Error()),
+			c := sw.apply(s, i, j)
+			if err := c.Validate(); err != nil {
+				return 0, usageError{fmt.Errorf("%s (--sweep cell %s=%g, %s=%g)", openFlags.Replace(err.Error()),
 					sw.axes[0].name, sw.axes[0].values[i], sw.axes[1].name, sw.axes[1].values[j])}
 			}
+			work += c.Work()
 		}
+	}
+	return work, nil
+}
+
+// checkWork refuses a sweep whose cells together would simulate more
+// than sweepWorkFactor times a single run's limit.
+func checkSweepWork(work, maxWork float64) error {
+	if maxWork < 0 {
+		return nil
+	}
+	limit := sweepWorkFactor * cmp.Or(maxWork, sim.DefaultMaxWork)
+	if work > limit {
+		return usagef("simulate: --sweep: its cells would simulate about %.3g attempts together, over %.3g (%d × --max-work): "+
+			"fewer cells or strategies, a shorter --duration, or a larger --max-work", work, limit, sweepWorkFactor)
 	}
 	return nil
 }
@@ -126,8 +151,11 @@ type sweepGrid struct {
 
 // run runs every cell of the grid for every strategy, on as many
 // goroutines as GOMAXPROCS (each run is deterministic, so the grid is the
-// same whatever the order). Only the summary of each run is kept.
-func (sw *sweep) run(ctx context.Context, names []string, scs []sim.OpenScenario) (*sweepGrid, error) {
+// same whatever the order). Only the summary of each run is kept. The
+// cells share the memory limit: with P goroutines each runs with 1/P of
+// it, and a cell that outgrows its share runs again afterwards, alone,
+// with the whole limit. done, if not nil, is called after each cell.
+func (sw *sweep) run(ctx context.Context, names []string, scs []sim.OpenScenario, done func(n, total int)) (*sweepGrid, error) {
 	g := &sweepGrid{names: names, cells: make([][][]sim.OpenResult, len(scs))}
 	type job struct{ k, i, j int }
 	var jobs []job
@@ -143,12 +171,22 @@ func (sw *sweep) run(ctx context.Context, names []string, scs []sim.OpenScenario
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
-		mu    sync.Mutex
-		next  int
-		first error
-		wg    sync.WaitGroup
+		mu       sync.Mutex
+		next     int
+		first    error
+		wg       sync.WaitGroup
+		finished int
+		again    []job // cells that outgrew their share of the memory
 	)
-	for range runtime.GOMAXPROCS(0) {
+	par := runtime.GOMAXPROCS(0)
+	share := func(s sim.OpenScenario) sim.OpenScenario {
+		limit := cmp.Or(s.MaxMemory, sim.DefaultMaxMemory)
+		if limit > 0 && par > 1 {
+			s.MaxMemory = max(limit/int64(par), 1)
+		}
+		return s
+	}
+	for range par {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -161,20 +199,44 @@ func (sw *sweep) run(ctx context.Context, names []string, scs []sim.OpenScenario
 				jb := jobs[next]
 				next++
 				mu.Unlock()
-				r, err := sim.RunOpen(ctx, sw.apply(scs[jb.k], jb.i, jb.j))
+				r, err := sim.RunOpen(ctx, share(sw.apply(scs[jb.k], jb.i, jb.j)))
 				r.Series = nil
 				mu.Lock()
-				if err != nil && first == nil {
+				switch {
+				case err != nil && par > 1 && errors.Is(err, sim.ErrScenario) && strings.Contains(err.Error(), "MaxMemory"):
+					again = append(again, jb)
+				case err != nil && first == nil:
 					first = err
 					cancel()
+				case err == nil:
+					g.cells[jb.k][jb.i][jb.j] = r
+					finished++
+					if done != nil {
+						done(finished, len(jobs))
+					}
 				}
-				g.cells[jb.k][jb.i][jb.j] = r
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	return g, first
+	if first != nil {
+		return g, first
+	}
+	for _, jb := range again {
+		debug.FreeOSMemory() // the run alone has the whole limit
+		r, err := sim.RunOpen(ctx, sw.apply(scs[jb.k], jb.i, jb.j))
+		if err != nil {
+			return g, err
+		}
+		r.Series = nil
+		g.cells[jb.k][jb.i][jb.j] = r
+		finished++
+		if done != nil {
+			done(finished, len(jobs))
+		}
+	}
+	return g, nil
 }
 
 type sweepJSON struct {
@@ -183,7 +245,7 @@ type sweepJSON struct {
 	XValue           float64  `json:"x_value"`
 	Y                string   `json:"y"`
 	YValue           float64  `json:"y_value"`
-	Recovered        bool     `json:"recovered"`
+	Recovered        *bool    `json:"recovered"` // null: cannot tell
 	RecoverySeconds  *float64 `json:"recovery_seconds"`
 	OfferedPerSecond float64  `json:"offered_per_second"`
 	GoodputPerSecond float64  `json:"goodput_per_second"`
@@ -195,7 +257,7 @@ func writeSweepJSON(w io.Writer, sw *sweep, g *sweepGrid) error {
 		for i, x := range sw.axes[0].values {
 			for j, y := range sw.axes[1].values {
 				r := g.cells[k][i][j]
-				rows = append(rows, sweepJSON{name, sw.axes[0].name, x, sw.axes[1].name, y, r.Recovered, recoverySeconds(r),
+				rows = append(rows, sweepJSON{name, sw.axes[0].name, x, sw.axes[1].name, y, recovered(r), recoverySeconds(r),
 					round3(r.OfferedPerSecond), round3(r.GoodputPerSecond)})
 			}
 		}
@@ -207,13 +269,13 @@ func writeSweepJSON(w io.Writer, sw *sweep, g *sweepGrid) error {
 
 // writeSweepTable prints one grid per strategy: rows are the second axis
 // (from its top value down), columns the first; each cell the recovery
-// time in seconds, or "stuck".
+// time in seconds, "stuck", or "?" where the run cannot tell.
 func writeSweepTable(w io.Writer, sw *sweep, g *sweepGrid) error {
 	for k, name := range g.names {
 		if k > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "%s: recovery time (s) or stuck; columns %s, rows %s\n", name, sw.axes[0].name, sw.axes[1].name)
+		fmt.Fprintf(w, "%s: recovery time (s), stuck, or ? (cannot tell); columns %s, rows %s\n", name, sw.axes[0].name, sw.axes[1].name)
 		tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
 		fmt.Fprint(tw, "\t")
 		for _, x := range sw.axes[0].values {
@@ -224,9 +286,12 @@ func writeSweepTable(w io.Writer, sw *sweep, g *sweepGrid) error {
 			fmt.Fprintf(tw, "%g\t", sw.axes[1].values[j])
 			for i := range sw.axes[0].values {
 				r := g.cells[k][i][j]
-				if r.Recovered {
+				switch {
+				case r.CannotTell:
+					fmt.Fprint(tw, "?\t")
+				case r.Recovered:
 					fmt.Fprintf(tw, "%.0f\t", r.RecoveryTime.Seconds())
-				} else {
+				default:
 					fmt.Fprint(tw, "stuck\t")
 				}
 			}

@@ -89,7 +89,7 @@ func BenchmarkSimulateOpenSweep(b *testing.B) {
 	}
 	s := sim.Huang()
 	for b.Loop() {
-		if _, err := sw.run(context.Background(), []string{"plain"}, []sim.OpenScenario{s}); err != nil {
+		if _, err := sw.run(context.Background(), []string{"plain"}, []sim.OpenScenario{s}, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -61,7 +61,7 @@ func main() {
 	row := func(name, answers string, f *awsfake.Fake, op string, obs *counts, err error, wantRequests int, wantMaybe bool) {
 		got := "nil"
 		if err != nil {
-			got = "ErrMaybeApplied: " + fmt.Sprint(errors.Is(err, retryaws.ErrMaybeApplied))
+			got = "ErrMaybeApplied: " + fmt.Sprint(errors.Is(err, retry.ErrMaybeApplied))
 			if errors.Is(err, retryaws.ErrMaxAttemptsOverride) {
 				got = "ErrMaxAttemptsOverride"
 			}
@@ -73,7 +73,7 @@ func main() {
 			}
 		}
 		fmt.Printf("| %s | %s | %d | %d | %s | %s |\n", name, answers, f.Requests(op), f.Applied(op), seen, got)
-		if f.Requests(op) != wantRequests || (err != nil && errors.Is(err, retryaws.ErrMaybeApplied)) != wantMaybe {
+		if f.Requests(op) != wantRequests || (err != nil && errors.Is(err, retry.ErrMaybeApplied)) != wantMaybe {
 			fmt.Fprintf(os.Stderr, "aws: %s: %d requests (want %d), error %v\n", name, f.Requests(op), wantRequests, err)
 			failed = true
 		}
@@ -159,7 +159,7 @@ func main() {
 		for range 200 {
 			if err := add(ctx, d); err != nil {
 				fails++
-				if errors.Is(err, retryaws.ErrMaybeApplied) {
+				if errors.Is(err, retry.ErrMaybeApplied) {
 					maybe++
 				}
 			}

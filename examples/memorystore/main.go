@@ -115,9 +115,9 @@ func grpcRows() []row {
 	down := func(int32) error { return status.Error(codes.Unavailable, "down") }
 	return []row{
 		runGRPC("client defaults", backend, grpcScript, nil, nil, 0),
-		runGRPC("retrygax.WithPolicy", backend, grpcScript, nil, []gax.CallOption{retrygax.WithPolicy(policy)}, 0),
-		runGRPC("retrygax over retrygrpc.DialOptions", backend, grpcScript, retrygrpc.DialOptions(policy), []gax.CallOption{retrygax.WithPolicy(policy)}, 4),
-		runGRPC("retrygax over retrygrpc.DialOptions, 3 attempts each", "always UNAVAILABLE", down, retrygrpc.DialOptions(stacked), []gax.CallOption{retrygax.WithPolicy(stacked)}, 3),
+		runGRPC("retrygax.WithPolicy", backend, grpcScript, nil, []gax.CallOption{gaxPolicy(policy)}, 0),
+		runGRPC("retrygax over retrygrpc.DialOptions", backend, grpcScript, retrygrpc.DialOptions(policy), []gax.CallOption{gaxPolicy(policy)}, 4),
+		runGRPC("retrygax over retrygrpc.DialOptions, 3 attempts each", "always UNAVAILABLE", down, retrygrpc.DialOptions(stacked), []gax.CallOption{gaxPolicy(stacked)}, 3),
 	}
 }
 
@@ -165,9 +165,9 @@ func restRows() []row {
 	down := func(int32) (int, string) { return http.StatusServiceUnavailable, "" }
 	return []row{
 		runREST("client defaults", backend, script, nil, nil, 0),
-		runREST("retrygax.WithPolicy", backend, script, nil, []gax.CallOption{retrygax.WithPolicy(policy)}, 0),
-		runREST("retrygax over retryhttp.Transport", backend, script, &retryhttp.Transport{Policy: policy}, []gax.CallOption{retrygax.WithPolicy(policy)}, 4),
-		runREST("retrygax over retryhttp.Transport, 3 attempts each", "always 503", down, &retryhttp.Transport{Policy: stacked}, []gax.CallOption{retrygax.WithPolicy(stacked)}, 3),
+		runREST("retrygax.WithPolicy", backend, script, nil, []gax.CallOption{gaxPolicy(policy)}, 0),
+		runREST("retrygax over retryhttp.Transport", backend, script, &retryhttp.Transport{Policy: policy}, []gax.CallOption{gaxPolicy(policy)}, 4),
+		runREST("retrygax over retryhttp.Transport, 3 attempts each", "always 503", down, &retryhttp.Transport{Policy: stacked}, []gax.CallOption{gaxPolicy(stacked)}, 3),
 	}
 }
 
@@ -212,4 +212,14 @@ func get(ctx context.Context, c *redis.CloudRedisClient, transport, setup, backe
 		r.result = "instance " + inst.GetState().String()
 	}
 	return r
+}
+
+// gaxPolicy is retrygax.WithPolicy for the example's policies, which it
+// accepts; an error ends the example.
+func gaxPolicy(p retry.Policy) gax.CallOption {
+	o, err := retrygax.WithPolicy(p)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return o
 }

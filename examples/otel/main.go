@@ -1,8 +1,9 @@
 // Command otel shows retrykit's OpenTelemetry metrics in Prometheus form.
 //
 // It starts a flaky HTTP server on 127.0.0.1, sends requests to it through
-// retryotel.NewTransport (retry outside, one otelhttp client span per
-// attempt inside), serves the OpenTelemetry Prometheus exporter's /metrics
+// a retryhttp.Transport whose Base is retryotel.NewAttemptTransport and
+// whose Policy retryotel.Instrument made (retry outside, one otelhttp
+// client span per attempt inside), serves the OpenTelemetry Prometheus exporter's /metrics
 // on 127.0.0.1, scrapes it once and prints the retry series. It exits with
 // status 1 when the scrape lacks a retry series or disagrees with what the
 // server counted, so scripts/test-all.sh runs it as a check.
@@ -116,8 +117,10 @@ func run(out io.Writer) error {
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
 	policy := retry.Policy{MaxAttempts: 3, Initial: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond}
-	client := &http.Client{Timeout: 10 * time.Second, Transport: retryotel.NewTransport(base, policy,
-		retryotel.WithMeterProvider(mp), retryotel.WithTracerProvider(tp))}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &retryhttp.Transport{
+		Base:   retryotel.NewAttemptTransport(base, retryotel.WithMeterProvider(mp), retryotel.WithTracerProvider(tp)),
+		Policy: retryotel.Instrument(policy, "http", retryotel.WithMeterProvider(mp)),
+	}}
 
 	ok, failed := 0, 0
 	for id := range calls {

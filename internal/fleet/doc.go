@@ -8,7 +8,8 @@
 // counts added since the last sync into the fleet's current window slot
 // and reads back the counts of the window's slots, in one script call.
 // The other processes' counts (the totals minus what this process pushed)
-// go to the Budget or Throttle through SetFleet, with, for a Budget, the
+// go to the Budget or Throttle through the core's SetFleet (registered with
+// internal/fleetseam, not exported), with, for a Budget, the
 // lease the script handed this process: its share of the fleet's headroom,
 // which no other process can be handed while this one holds it, so that
 // the fleet's retries stay within one Budget's bound whatever the number
@@ -120,8 +121,12 @@
 // to the bound. The store being slow never delays a request: the request path reads only atomics and the
 // Budget's mutex.
 //
-// The Throttle shares the same way (rule 1 becomes the SRE formula over local + fleet requests and accepts; no
-// rule 2 and no lease, as it has no hard bound to keep).
+// The Throttle shares the same way (rule 1 becomes the Throttle's rule over local + fleet requests and accepts,
+// with the same cap on the rejection probability; no rule 2 and no lease, as it has no hard bound to keep). As the
+// attempts a Throttle rejects are not counted (unless CountRejected), the fleet's counts after an outage hold only
+// the probes the capped rule let through, so the fleet recovers as one Throttle does, within a sync interval of
+// it, and a process that joins during an outage gets the fleet's capped probability and probes its share
+// (`fleettest.ShareThrottleRecovers`).
 //
 // Measured (`go test -run 'TestFleetBoundLongRuns' -v ./internal/fleet/`): the engine in virtual time
 // (`testing/synctest`) against an in-memory store that runs the script's semantics; `TestMemStoreMatchesScript`

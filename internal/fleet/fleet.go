@@ -16,6 +16,7 @@ import (
 	"weak"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/fleetseam"
 )
 
 // Defaults and limits of a Config.
@@ -99,7 +100,7 @@ func (c *Config) resolve() error {
 // counter is what the engine syncs: a Budget or a Throttle.
 type counter interface {
 	local() (a, b int64)
-	set(a, b int64, l retry.FleetLease)
+	set(a, b int64, l fleetseam.Lease)
 	clear()
 }
 
@@ -135,17 +136,24 @@ func tokenFor[T any](o *T, t string) string {
 // local events as the fleet's).
 var active sync.Map
 
+// budgetSeam and throttleSeam are the core's sharing seam, which package
+// retry (imported, so initialised first) registers with fleetseam.
+var (
+	budgetSeam   = fleetseam.BudgetOf[*retry.Budget]()
+	throttleSeam = fleetseam.ThrottleOf[*retry.Throttle]()
+)
+
 type budgetCounter struct{ b *retry.Budget }
 
-func (c budgetCounter) local() (int64, int64)              { return c.b.LocalCounts() }
-func (c budgetCounter) set(a, b int64, l retry.FleetLease) { c.b.SetFleet(a, b, l) }
-func (c budgetCounter) clear()                             { c.b.ClearFleet() }
+func (c budgetCounter) local() (int64, int64)             { return budgetSeam.LocalCounts(c.b) }
+func (c budgetCounter) set(a, b int64, l fleetseam.Lease) { budgetSeam.SetFleet(c.b, a, b, l) }
+func (c budgetCounter) clear()                            { budgetSeam.ClearFleet(c.b) }
 
 type throttleCounter struct{ t *retry.Throttle }
 
-func (c throttleCounter) local() (int64, int64)              { return c.t.LocalCounts() }
-func (c throttleCounter) set(a, b int64, _ retry.FleetLease) { c.t.SetFleet(a, b) }
-func (c throttleCounter) clear()                             { c.t.ClearFleet() }
+func (c throttleCounter) local() (int64, int64)             { return throttleSeam.LocalCounts(c.t) }
+func (c throttleCounter) set(a, b int64, _ fleetseam.Lease) { throttleSeam.SetFleet(c.t, a, b) }
+func (c throttleCounter) clear()                            { throttleSeam.ClearFleet(c.t) }
 
 // Engine syncs one Budget or Throttle. Get one with [StartBudget] or
 // [StartThrottle]; stop it with Close.
@@ -174,7 +182,7 @@ type Engine struct {
 	reserve, ratio     float64 // the Budget's, resolved (ratio ≥ 0)
 	leaseKeys          [2]string
 	life               time.Duration // how long a lease holds (see leaseLife), at most a day
-	lease              retry.FleetLease
+	lease              fleetseam.Lease
 	leased             bool    // lease is in force: the last sync succeeded
 	pending            bool    // the first sync has not ended: the Budget holds a lease of 0 (see start)
 	askedAt            int64   // FleetAsked as of the last successful sync
@@ -267,7 +275,7 @@ func newEngine(cfg Config, s Store, c counter, kind string, window time.Duration
 		// At most a day: a process that syncs less often refuses what
 		// its lease does not cover once the lease has ended.
 		e.life = min(leaseLife(cfg), 24*time.Hour)
-		e.askedAt = b.FleetAsked()
+		e.askedAt = budgetSeam.FleetAsked(b)
 		// Until the first sync answers, the Budget grants only Ratio × its
 		// own first attempts: deciding locally, with its own full reserve,
 		// every process that starts with the others (a rollout, pods added
@@ -277,7 +285,7 @@ func newEngine(cfg Config, s Store, c counter, kind string, window time.Duration
 		// that sync may (its timeout, at least rejoinTimeout), plus an
 		// interval of lateness, each capped at a day so as not to overflow.
 		wait := min(max(cfg.Timeout, rejoinTimeout), 24*time.Hour) + min(cfg.Interval, 24*time.Hour)
-		b.SetFleet(0, 0, retry.FleetLease{FirstAttempts: e.pushedA, Granted: e.pushedB, Until: e.lastOK.Add(wait)})
+		budgetSeam.SetFleet(b, 0, 0, fleetseam.Lease{FirstAttempts: e.pushedA, Granted: e.pushedB, Until: e.lastOK.Add(wait)})
 		e.pending = true
 	}
 	return e, nil
@@ -439,9 +447,9 @@ func (e *Engine) syncOnce() {
 		ra = addCount(ra, ta)
 		rb = addCount(rb, tb)
 	}
-	var lease retry.FleetLease
+	var lease fleetseam.Lease
 	if e.budget != nil {
-		lease = retry.FleetLease{Retries: max(reply[1+2*slots], 0), FirstAttempts: la, Granted: lb, Until: now.Add(e.life)}
+		lease = fleetseam.Lease{Retries: max(reply[1+2*slots], 0), FirstAttempts: la, Granted: lb, Until: now.Add(e.life)}
 		bad = bad || reply[1+2*slots] < 0
 		e.lease, e.leased, e.pending = lease, true, false
 		e.askedAt, e.demand = e.asked, e.demandNext
@@ -541,7 +549,7 @@ func leaseLife(c Config) time.Duration {
 // one half, and the lease to the fair share, some 17 syncs after the last
 // ask.
 func (e *Engine) leaseArgs(now time.Time, la, lb int64) []string {
-	e.asked = e.budget.FleetAsked()
+	e.asked = budgetSeam.FleetAsked(e.budget)
 	e.demandNext = max(float64(max(e.asked-e.askedAt, 0)), 0.9*e.demand)
 	var rest float64
 	if l := e.lease; e.leased && now.Before(l.Until) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/fleetseam"
 	"github.com/retrykit/retry/internal/redistest"
 )
 
@@ -356,10 +357,10 @@ func ShareThroughRetryClient(t *testing.T, dial func(t *testing.T, addr string, 
 	}) {
 		t.Fatalf("no syncs: budget %s, throttle %s", stats(sb), stats(st))
 	}
-	if first, retries := b.LocalCounts(); first != 0 || retries != 0 {
+	if first, retries := fleetseam.BudgetOf[*retry.Budget]().LocalCounts(b); first != 0 || retries != 0 {
 		t.Errorf("the Budget counted %d first attempts and %d retries from its own syncs, want none", first, retries)
 	}
-	if requests, accepts := th.LocalCounts(); requests != 0 || accepts != 0 {
+	if requests, accepts := fleetseam.ThrottleOf[*retry.Throttle]().LocalCounts(th); requests != 0 || accepts != 0 {
 		t.Errorf("the Throttle counted %d requests (%d accepted) from its own syncs, want none", requests, accepts)
 	}
 }
