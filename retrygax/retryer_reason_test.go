@@ -16,24 +16,8 @@ import (
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retrygax"
+	"github.com/retrykit/retry/retrytest"
 )
-
-// doneEvents keeps the EventDone and the first EventRetry a call reports.
-type doneEvents struct {
-	mu          sync.Mutex
-	done, retry *retry.Event
-}
-
-func (d *doneEvents) Observe(_ context.Context, e retry.Event) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	switch {
-	case e.Kind == retry.EventDone:
-		d.done = &e
-	case e.Kind == retry.EventRetry && d.retry == nil:
-		d.retry = &e
-	}
-}
 
 // A call whose context ends during an attempt gives up with ReasonContext
 // and the context's error, as retry.Do does, not as a permanent failure
@@ -46,15 +30,15 @@ func TestContextEndReportedAsContext(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // the client sees its context end first
 		return status.Error(codes.Unavailable, "down")
 	}})
-	var d doneEvents
+	var d retrytest.Recorder
 	p := fast
 	p.Observer = &d
 	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	if _, err := getInstance(ctx, c); status.Code(err) != codes.Canceled {
 		t.Fatalf("err %v, want CANCELLED", err)
 	}
-	if d.done == nil || d.done.Reason != retry.ReasonContext || !errors.Is(d.done.Err, context.Canceled) {
-		t.Fatalf("EventDone %+v: want ReasonContext and an error matching context.Canceled", d.done)
+	if done, ok := d.Done(); !ok || done.Reason != retry.ReasonContext || !errors.Is(done.Err, context.Canceled) {
+		t.Fatalf("EventDone %+v: want ReasonContext and an error matching context.Canceled", done)
 	}
 }
 
@@ -64,13 +48,13 @@ func TestRESTGatewayTimeoutNotAContextEnd(t *testing.T) {
 	for _, code := range []int{504, 499} {
 		var calls atomic.Int32
 		c := restClient(t, &calls, func(int) restAnswer { return restAnswer{code: code} }, nil)
-		var d doneEvents
+		var d retrytest.Recorder
 		p := fast
 		p.Observer = &d
 		c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p, retrygax.WithRetryStatus(func(int) bool { return false }))}
 		getInstance(t.Context(), c)
-		if d.done == nil || d.done.Reason != retry.ReasonPermanent {
-			t.Fatalf("%d: EventDone %+v: want ReasonPermanent", code, d.done)
+		if done, ok := d.Done(); !ok || done.Reason != retry.ReasonPermanent {
+			t.Fatalf("%d: EventDone %+v: want ReasonPermanent", code, done)
 		}
 	}
 }
@@ -85,15 +69,15 @@ func TestElapsedFromFirstFailureWithoutMaxElapsed(t *testing.T) {
 		}
 		return nil
 	}})
-	var d doneEvents
+	var d retrytest.Recorder
 	p := fast
 	p.Observer = &d
 	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	if _, err := getInstance(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
-	if d.retry == nil || d.retry.Elapsed >= 200*time.Millisecond {
-		t.Fatalf("first EventRetry %+v: want an Elapsed without the first attempt's 200ms", d.retry)
+	if first, ok := d.First(retry.EventRetry); !ok || first.Elapsed >= 200*time.Millisecond {
+		t.Fatalf("first EventRetry %+v: want an Elapsed without the first attempt's 200ms", first)
 	}
 }
 
