@@ -3,7 +3,6 @@ package retrygax_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -132,24 +131,13 @@ func TestThrottledRetryReportsWaited(t *testing.T) {
 // returns the Delay of every EventRetry.
 func retryDelays(t *testing.T, c *redis.CloudRedisClient, p retry.Policy, calls int) []time.Duration {
 	t.Helper()
-	var (
-		mu     sync.Mutex
-		delays []time.Duration
-	)
-	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-		if e.Kind == retry.EventRetry {
-			mu.Lock()
-			delays = append(delays, e.Delay)
-			mu.Unlock()
-		}
-	})
+	var rec retrytest.Recorder
+	p.Observer = &rec
 	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	for range calls {
 		getInstance(t.Context(), c)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	return slices.Clone(delays)
+	return rec.Waits()
 }
 
 // A server's RetryInfo wait is jittered (up to 10 % more, drawn afresh),

@@ -17,6 +17,7 @@ import (
 	"github.com/retrykit/retry/retrygax"
 	"github.com/retrykit/retry/retrygrpc"
 	"github.com/retrykit/retry/retryhttp"
+	"github.com/retrykit/retry/retrytest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -183,30 +184,18 @@ func TestGRPCBudget(t *testing.T) {
 func TestObserverEvents(t *testing.T) {
 	f := &fakeRedis{script: failing(1, status.Error(codes.Unavailable, "down"))}
 	c := grpcClient(t, f)
-	var (
-		mu     sync.Mutex
-		events []string
-		all    []retry.Event
-	)
+	var rec retrytest.Recorder
 	p := fast
-	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		s := e.Kind.String()
-		if e.Kind == retry.EventDone && e.Err == nil {
-			s += "(ok)"
-		}
-		events = append(events, s)
-		all = append(all, e)
-	})
+	p.Observer = &rec
 	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	if _, err := getInstance(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"attempt", "retry", "attempt", "done(ok)"}
-	if !slices.Equal(events, want) {
-		t.Fatalf("events = %v, want %v", events, want)
+	want := []string{"attempt/1", "retry/1", "attempt/2", "done/2(ok)"}
+	if got := events(&rec); !slices.Equal(got, want) {
+		t.Fatalf("events = %v, want %v", got, want)
 	}
+	all := rec.Events()
 	// Waited: none before the first attempt and its retry; the retry's
 	// Delay before the second attempt (reported as the retry is granted)
 	// and in the whole call.
