@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -162,22 +161,15 @@ func TestGRPCBudget(t *testing.T) {
 	p := fast
 	p.MaxAttempts = 5
 	p.Budget = b // one retry in reserve
-	var reasons []retry.Reason
-	var mu sync.Mutex
-	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-		if e.Kind == retry.EventDone {
-			mu.Lock()
-			reasons = append(reasons, e.Reason)
-			mu.Unlock()
-		}
-	})
+	var rec retrytest.Recorder
+	p.Observer = &rec
 	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	getInstance(t.Context(), c)
 	if n := f.calls.Load(); n != 2 {
 		t.Fatalf("server saw %d calls, want 2 (one retry granted)", n)
 	}
-	if !slices.Equal(reasons, []retry.Reason{retry.ReasonBudget}) {
-		t.Fatalf("EventDone reasons = %v, want [budget]", reasons)
+	if n, reason := rec.Count(retry.EventDone), rec.Reason(); n != 1 || reason != retry.ReasonBudget {
+		t.Fatalf("%d EventDone, reason %v; want one, budget", n, reason)
 	}
 }
 
@@ -364,18 +356,11 @@ func TestThrottleRejectsRetries(t *testing.T) {
 	for range 100_000 {
 		th.Record(false)
 	}
-	var (
-		mu    sync.Mutex
-		kinds []string
-	)
+	var rec retrytest.Recorder
 	p := fast
 	p.MaxAttempts = 3
 	p.Throttle = th
-	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		kinds = append(kinds, e.Kind.String())
-	})
+	p.Observer = &rec
 	f := &fakeRedis{script: failing(100, status.Error(codes.Unavailable, "down"))}
 	c := grpcClient(t, f)
 	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
@@ -385,9 +370,9 @@ func TestThrottleRejectsRetries(t *testing.T) {
 	if n := f.calls.Load(); n != 1 {
 		t.Fatalf("server saw %d calls, want 1: the retries were rejected locally", n)
 	}
-	want := []string{"attempt", "retry", "throttled", "retry", "throttled", "done"}
-	if !slices.Equal(kinds, want) {
-		t.Fatalf("events = %v, want %v", kinds, want)
+	want := []retry.EventKind{retry.EventAttempt, retry.EventRetry, retry.EventThrottled, retry.EventRetry, retry.EventThrottled, retry.EventDone}
+	if !slices.Equal(rec.Kinds(), want) {
+		t.Fatalf("events = %v, want %v", rec.Kinds(), want)
 	}
 }
 
