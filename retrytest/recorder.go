@@ -128,6 +128,10 @@ func (r *Recorder) Done() (retry.Event, bool) { return r.whole().Done() }
 // First returns the first event of kind recorded, and whether there is one.
 func (r *Recorder) First(kind retry.EventKind) (retry.Event, bool) { return r.whole().First(kind) }
 
+// Of returns the events of kind recorded, in order (rec.Of(retry.EventRetry):
+// the retries).
+func (r *Recorder) Of(kind retry.EventKind) []retry.Event { return r.whole().Of(kind) }
+
 // Reason returns why the last call that ended stopped: zero for a success
 // or when no call ended.
 func (r *Recorder) Reason() retry.Reason { return r.whole().Reason() }
@@ -179,6 +183,17 @@ func (c Call) Waits() []time.Duration {
 		}
 	}
 	return ws
+}
+
+// Of returns the call's events of kind, in order; nil when it has none.
+func (c Call) Of(kind retry.EventKind) []retry.Event {
+	var out []retry.Event
+	for _, e := range c.Events {
+		if e.Kind == kind {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // First returns the call's first event of kind, and whether it has one.

@@ -59,6 +59,9 @@ func TestRecorderCalls(t *testing.T) {
 		if r, ok := rec.First(retry.EventRetry); !ok || r.Attempt != 1 || r.Delay != time.Second {
 			t.Fatalf("First(EventRetry) = %+v, %v", r, ok)
 		}
+		if rs := rec.Of(retry.EventRetry); len(rs) != 3 || rs[2].Attempt != 2 || rs[2].Delay != 2*time.Second {
+			t.Fatalf("Of(EventRetry) = %+v; want the 3 retries", rs)
+		}
 		if _, ok := rec.Last().First(retry.EventHedge); ok {
 			t.Fatal("First(EventHedge) found one in a call without hedges")
 		}
