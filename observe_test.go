@@ -209,13 +209,8 @@ func TestEventKindString(t *testing.T) {
 // as long as it lasted.
 func TestWaitedCountsAWaitCutShort(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var done retry.Event
-		p := retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 5,
-			Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-				if e.Kind == retry.EventDone {
-					done = e
-				}
-			})}
+		var rec retrytest.Recorder
+		p := retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 5, Observer: &rec}
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		time.AfterFunc(25*time.Millisecond, cancel) // during the second wait (10 ms, then 20 ms)
@@ -224,7 +219,7 @@ func TestWaitedCountsAWaitCutShort(t *testing.T) {
 		if !errors.As(err, &re) || re.Reason != retry.ReasonContext || re.Attempts != 2 {
 			t.Fatalf("err %v", err)
 		}
-		if done.Waited != 25*time.Millisecond {
+		if done, _ := rec.Done(); done.Waited != 25*time.Millisecond {
 			t.Fatalf("EventDone.Waited = %v; the call waited 10 ms, then 15 ms of 20", done.Waited)
 		}
 	})
