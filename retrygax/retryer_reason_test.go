@@ -3,7 +3,6 @@ package retrygax_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -87,16 +86,10 @@ func TestThrottledRetryReportsWaited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		mu     sync.Mutex
-		events []retry.Event
-	)
+	var rec retrytest.Recorder
 	p := fast
 	p.Throttle = th
-	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		events = append(events, e)
+	p.Observer = retry.Observers(&rec, retry.ObserverFunc(func(_ context.Context, e retry.Event) {
 		switch e.Kind {
 		case retry.EventRetry:
 			if e.Attempt == 1 {
@@ -105,22 +98,18 @@ func TestThrottledRetryReportsWaited(t *testing.T) {
 		case retry.EventThrottled:
 			th.Override(retry.ThrottleAllowAll) // let attempt 3 through
 		}
-	})
+	}))
 	c := grpcClient(t, &fakeRedis{script: failing(1, status.Error(codes.Unavailable, "down"))})
 	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	if _, err := getInstance(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	var first, throttled *retry.Event
-	for i := range events {
-		switch e := &events[i]; {
-		case e.Kind == retry.EventRetry && first == nil:
-			first = e
-		case e.Kind == retry.EventThrottled:
-			throttled = e
-		}
+	if e, ok := rec.First(retry.EventRetry); ok {
+		first = &e
+	}
+	if ts := rec.Of(retry.EventThrottled); len(ts) > 0 {
+		throttled = &ts[len(ts)-1]
 	}
 	if first == nil || throttled == nil || throttled.Waited != first.Delay || first.Delay == 0 {
 		t.Fatalf("first retry %+v, throttled attempt %+v: want the throttled attempt's Waited to be the first retry's Delay", first, throttled)
