@@ -8,13 +8,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/fleetseam"
 	"github.com/retrykit/retry/retrygrpc"
+	"github.com/retrykit/retry/retrytest"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -440,17 +440,9 @@ func TestStreamRetryContextEndsAfterSendError(t *testing.T) {
 func TestStreamElapsedFromStartWithMaxElapsed(t *testing.T) {
 	const first = 200 * time.Millisecond
 	for _, okAfter := range []int{2, 0} { // succeeds at the second attempt; never
-		var (
-			mu     sync.Mutex
-			events []retry.Event
-		)
+		var rec retrytest.Recorder
 		p := retry.Policy{Initial: time.Millisecond, Multiplier: 1, MaxDelay: time.Millisecond, Jitter: retry.NoJitter(),
-			MaxAttempts: 3, MaxElapsed: 10 * time.Second,
-			Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-				mu.Lock()
-				events = append(events, e)
-				mu.Unlock()
-			})}
+			MaxAttempts: 3, MaxElapsed: 10 * time.Second, Observer: &rec}
 		s := &echoServer{bidi: func(n int, st grpc.ServerStream) error {
 			if n == 1 {
 				time.Sleep(first)
@@ -468,9 +460,8 @@ func TestStreamElapsedFromStartWithMaxElapsed(t *testing.T) {
 		cs.SendMsg(wrapperspb.String("a"))
 		cs.CloseSend()
 		_, err = recvAll(cs)
-		mu.Lock()
 		var retries, dones []retry.Event
-		for _, e := range events {
+		for _, e := range rec.Events() {
 			switch e.Kind {
 			case retry.EventRetry:
 				retries = append(retries, e)
@@ -478,7 +469,6 @@ func TestStreamElapsedFromStartWithMaxElapsed(t *testing.T) {
 				dones = append(dones, e)
 			}
 		}
-		mu.Unlock()
 		if len(retries) == 0 || retries[0].Elapsed < first {
 			t.Errorf("okAfter %d: first EventRetry %+v: want an Elapsed with the first attempt's %v", okAfter, retries, first)
 		}

@@ -3,7 +3,6 @@ package retryvalkey_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/faultproxy"
 	"github.com/retrykit/retry/internal/redistest"
+	"github.com/retrykit/retry/retrytest"
 	"github.com/retrykit/retry/retryvalkey"
 )
 
@@ -22,14 +22,8 @@ import (
 func TestPolicyDrivesValkeyLoop(t *testing.T) {
 	srv := redistest.Start(t)
 	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: only("get")})
-	var mu sync.Mutex
-	kinds := map[retry.EventKind]int{}
-	p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3,
-		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-			mu.Lock()
-			kinds[e.Kind]++
-			mu.Unlock()
-		})}
+	var rec retrytest.Recorder
+	p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3, Observer: &rec}
 	c := newClient(t, px.Addr(), p)
 	ctx := context.Background()
 	err := c.Do(ctx, c.B().Get().Key("k").Build()).Error()
@@ -39,11 +33,9 @@ func TestPolicyDrivesValkeyLoop(t *testing.T) {
 	if pa, r, _ := px.Counts("get"); pa+r != 3 {
 		t.Fatalf("proxy saw %d GETs; want 3 (MaxAttempts)", pa+r)
 	}
-	mu.Lock()
-	if kinds[retry.EventAttempt] != 3 || kinds[retry.EventRetry] != 2 || kinds[retry.EventDone] != 1 {
-		t.Fatalf("events %v; want 3 attempts, 2 retries, 1 done", kinds)
+	if rec.Count(retry.EventAttempt) != 3 || rec.Count(retry.EventRetry) != 2 || rec.Count(retry.EventDone) != 1 {
+		t.Fatalf("events %s; want 3 attempts, 2 retries, 1 done", &rec)
 	}
-	mu.Unlock()
 
 	var once atomic.Bool
 	px.SetConfig(faultproxy.Config{ResetAfter: 1, Match: func(n string) bool {
@@ -89,20 +81,13 @@ func TestInnerEventsReportMaxAttemptsAsDo(t *testing.T) {
 	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: func(n string) bool {
 		return n == "get" && once.CompareAndSwap(false, true)
 	}})
-	var mu sync.Mutex
-	var got []retry.Event
-	p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond,
-		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-			mu.Lock()
-			got = append(got, e)
-			mu.Unlock()
-		})}
+	var rec retrytest.Recorder
+	p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, Observer: &rec}
 	c := newClient(t, px.Addr(), p)
 	if err := c.Do(context.Background(), c.B().Get().Key("k").Build()).Error(); err != nil && !valkey.IsValkeyNil(err) {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	got := rec.Events()
 	retried := false
 	for _, e := range got {
 		retried = retried || e.Kind == retry.EventRetry
