@@ -15,6 +15,7 @@ import (
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/awsfake"
 	"github.com/retrykit/retry/retryaws"
+	"github.com/retrykit/retry/retrytest"
 )
 
 // startTLS serves f over TLS on loopback until the test ends and returns
@@ -58,7 +59,7 @@ func TestAddBodyCheck(t *testing.T) {
 			f := awsfake.New()
 			f.Script = failFirst("PutObject", 1, tc.a)
 			url, hc := startTLS(t, f)
-			rec := &recorder{}
+			rec := &retrytest.Recorder{}
 			s, _ := clients(url, newRetryer(t, retry.Policy{Initial: retry.Immediate, MaxAttempts: 4, Observer: rec}), hc)
 			var err error
 			if tc.seekable {
@@ -89,7 +90,7 @@ func TestAddBodyCheck(t *testing.T) {
 				t.Errorf("err = %q, want it to say %q", err, tc.msg)
 			}
 			want := fmt.Sprintf("attempt 1, done 1 waited=0s reason=%d", retry.ReasonPermanent)
-			if got := rec.String(); got != want {
+			if got := line(rec); got != want {
 				t.Errorf("events\n got %s\nwant %s", got, want)
 			}
 		})

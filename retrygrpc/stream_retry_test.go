@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -505,7 +506,7 @@ func TestStreamOneLoop(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var ev events
+			var ev retrytest.Recorder
 			p := fast
 			p.Budget, p.Observer = b, &ev
 			var opens sync.Mutex
@@ -529,7 +530,7 @@ func TestStreamOneLoop(t *testing.T) {
 			cc := serve(t, s, append(retrygrpc.DialOptions(p), grpc.WithChainStreamInterceptor(failOpen))...)
 			streamEcho(t, t.Context(), cc)
 			attempts := (len(tc.want) + 1) / 2
-			if kinds, done := ev.get(); !slices.Equal(kinds, tc.want) || len(done) != 1 || done[0] != attempts {
+			if kinds, done := kindsAndDone(&ev); !slices.Equal(kinds, tc.want) || len(done) != 1 || done[0] != attempts {
 				t.Errorf("Observer told %v (EventDone attempts %v), want %v (EventDone attempt %d)", kinds, done, tc.want, attempts)
 			}
 			if first, retries := fleetseam.BudgetOf[*retry.Budget]().LocalCounts(b); first != tc.firstRetries[0] || retries != tc.firstRetries[1] {
