@@ -122,11 +122,11 @@ func (c *client) Close() {
 
 // final is the outcome of a send that failed with ErrClosing, given
 // whether the client had been closed before the call began.
-func final(closedBefore bool) outcome {
+func final(closedBefore bool) rediscmd.Outcome {
 	if closedBefore {
-		return outcomeNotSent
+		return rediscmd.OutcomeNotSent
 	}
-	return outcomeMaybeApplied
+	return rediscmd.OutcomeMaybeApplied
 }
 
 // safe reports whether cmd may be repeated after it was written: valkey-go
@@ -138,7 +138,7 @@ func (c *client) safe(ctx context.Context, cmd *valkey.Completed) bool {
 		return true
 	}
 	w := cmd.Commands()
-	return markedSafe(ctx) || idempotent(w) || len(w) > 0 && rediscmd.ReadOnly(c.readOnly, w[0])
+	return safeMark.Marked(ctx) || idempotent(w) || len(w) > 0 && rediscmd.ReadOnly(c.readOnly, w[0])
 }
 
 func name(cmd *valkey.Completed) string {
@@ -245,23 +245,23 @@ func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx conte
 		// loop, which already repeated what it could as the policy says.
 		inner := sent == 1 && k.cmd.IsRetryable()
 		switch o := classify(err); o {
-		case outcomeRefused:
+		case rediscmd.OutcomeRefused:
 			if (inner && c.innerRetries(err)) || !k.resendable() {
 				return retry.Permanent(err)
 			}
 			return err
-		case outcomeReply:
+		case rediscmd.OutcomeReply:
 			return retry.Permanent(err)
 		default:
-			last = &CommandError{Command: k.name(), Err: err, outcome: o, earlier: maybe}
-			if o == outcomeFinal { // the client is closed
-				last.outcome = final(closedBefore)
+			last = &CommandError{Command: k.name(), Err: err, known: rediscmd.Known{Outcome: o, Earlier: maybe}}
+			if o == rediscmd.OutcomeFinal { // the client is closed
+				last.known.Outcome = final(closedBefore)
 				return retry.Permanent(last)
 			}
-			if inner || !k.resendable() || (o == outcomeMaybeApplied && !safe) {
+			if inner || !k.resendable() || (o == rediscmd.OutcomeMaybeApplied && !safe) {
 				return retry.Permanent(last)
 			}
-			maybe = maybe || o == outcomeMaybeApplied
+			maybe = maybe || o == rediscmd.OutcomeMaybeApplied
 			return last
 		}
 	})
@@ -275,7 +275,7 @@ func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx conte
 		// and may keep it.
 		if re, ok := err.(*retry.Error); ok {
 			c := *re
-			c.Err = &CommandError{Command: k.name(), Err: re.Err, outcome: afterLost(re.Err), earlier: true}
+			c.Err = &CommandError{Command: k.name(), Err: re.Err, known: rediscmd.Known{Outcome: afterLost(re.Err), Earlier: true}}
 			err = &c
 		}
 	}
@@ -285,12 +285,12 @@ func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx conte
 // afterLost is the outcome given to err, the last failure of a call after
 // an earlier send of it lost its reply: a server reply (a refusal, or an
 // error reply) keeps its kind, anything else is "not sent".
-func afterLost(err error) outcome {
+func afterLost(err error) rediscmd.Outcome {
 	var ve *valkey.ValkeyError
 	if errors.As(err, &ve) && !valkey.IsValkeyNil(ve) {
 		return classify(ve)
 	}
-	return outcomeNotSent
+	return rediscmd.OutcomeNotSent
 }
 
 // result is what a call returns after its loop ended with err (nil on
