@@ -213,13 +213,13 @@ func (c *client) DoCache(ctx context.Context, cmd valkey.Cacheable, ttl time.Dur
 	})
 }
 
-// send runs one command through retry.Do with the policy. The first send
+// send runs one command on a retry.Loop of the policy. The first send
 // goes through valkey-go's loop, which repeats a retryable command after
-// lost replies and LOADING as RetryDelay says; a refusal that loop does not
-// repeat (BUSY, MASTERDOWN, READONLY, ...), and a command that was not
-// sent, are sent again, rebuilt from k, as retry.Do says. Those resends
-// are not retryable in valkey-go's loop: this loop alone repeats them, a
-// lost reply only when safe.
+// lost replies and LOADING as the same Loop says (see retryer.delay); a
+// refusal that loop does not repeat (BUSY, MASTERDOWN, READONLY, ...), and
+// a command that was not sent, are sent again, rebuilt from k, as the Loop
+// says. Those resends are not retryable in valkey-go's loop: this loop
+// alone repeats them, a lost reply only when safe.
 func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx context.Context, resend bool) valkey.ValkeyResult) valkey.ValkeyResult {
 	var (
 		resp  valkey.ValkeyResult
@@ -229,41 +229,30 @@ func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx conte
 	)
 	closedBefore := c.closed.Load()
 	deadline := c.deadline()
-	err := retry.Do(ctx, c.r.p, func(ctx context.Context) error {
+	cl := c.r.begin(ctx, k, false)
+	defer c.r.end(cl)
+	if k.cmd.IsRetryable() {
+		c.r.register(cl, &k.cmd)
+	}
+	err := c.run(ctx, cl, func(ctx context.Context) error {
 		sent++
 		last = nil
 		ctx, cancel := bounded(ctx, deadline)
+		cl.ctx = ctx
 		resp = do(ctx, sent > 1)
 		if cancel != nil {
 			cancel()
 		}
-		err := resp.Error()
-		if err == nil || valkey.IsValkeyNil(err) {
-			return nil
+		if sent == 1 {
+			c.r.unregister(cl)
+			maybe = cl.maybe // a repeat by valkey-go's loop lost its reply
 		}
-		// The first send of a retryable command went through valkey-go's
-		// loop, which already repeated what it could as the policy says.
-		inner := sent == 1 && k.cmd.IsRetryable()
-		switch o := classify(err); o {
-		case rediscmd.OutcomeRefused:
-			if (inner && c.innerRetries(err)) || !k.resendable() {
-				return retry.Permanent(err)
-			}
-			return err
-		case rediscmd.OutcomeReply:
-			return retry.Permanent(err)
-		default:
-			last = &CommandError{Command: k.name(), Err: err, known: rediscmd.Known{Outcome: o, Earlier: maybe}}
-			if o == rediscmd.OutcomeFinal { // the client is closed
-				last.known.Outcome = final(closedBefore)
-				return retry.Permanent(last)
-			}
-			if inner || !k.resendable() || (o == rediscmd.OutcomeMaybeApplied && !safe) {
-				return retry.Permanent(last)
-			}
-			maybe = maybe || o == rediscmd.OutcomeMaybeApplied
-			return last
+		var e error
+		e, last = c.judge(resp.Error(), k, safe, sent, closedBefore, maybe)
+		if last != nil && !retry.IsPermanent(e) {
+			maybe = maybe || last.known.Outcome == rediscmd.OutcomeMaybeApplied
 		}
+		return e
 	})
 	if maybe && err != nil && !errors.Is(err, retry.ErrMaybeApplied) {
 		// A send lost its reply, then the loop ended without sending again
@@ -280,6 +269,63 @@ func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx conte
 		}
 	}
 	return c.result(err, sent, resp, last, maybe)
+}
+
+// run drives cl's Loop around attempt as retry.Do would, until an attempt
+// succeeds or the Loop gives up, and returns nil or the Loop's
+// *retry.Error. valkey-go's loop may end the call inside attempt, through
+// retryer.delay: then its error is returned as it is.
+func (c *client) run(ctx context.Context, cl *call, attempt func(context.Context) error) error {
+	for {
+		_, err := cl.l.Begin(ctx)
+		if err == nil {
+			err = attempt(ctx)
+			if cl.stop != nil {
+				return cl.stop
+			}
+			if err == nil {
+				cl.l.Succeeded(ctx)
+				return nil
+			}
+		}
+		if _, stop := cl.l.Failed(ctx, err); stop != nil {
+			return stop
+		}
+		if stop := cl.l.Wait(ctx); stop != nil {
+			return stop
+		}
+	}
+}
+
+// judge returns what the Loop is told of a send that ended with err (nil
+// for none or a nil reply), the sent-th of the call, and the send's
+// failure without a reply, if any. The first send of a retryable command
+// went through valkey-go's loop, which asked the call's Loop about every
+// repeat it could make: what it did not repeat is not sent again here.
+func (c *client) judge(err error, k *kept, safe bool, sent int, closedBefore, maybe bool) (error, *CommandError) {
+	if err == nil || valkey.IsValkeyNil(err) {
+		return nil, nil
+	}
+	inner := sent == 1 && k.cmd.IsRetryable()
+	switch o := classify(err); o {
+	case rediscmd.OutcomeRefused:
+		if (inner && c.innerRetries(err)) || !k.resendable() {
+			return retry.Permanent(err), nil
+		}
+		return err, nil
+	case rediscmd.OutcomeReply:
+		return retry.Permanent(err), nil
+	default:
+		last := &CommandError{Command: k.name(), Err: err, known: rediscmd.Known{Outcome: o, Earlier: maybe}}
+		if o == rediscmd.OutcomeFinal { // the client is closed
+			last.known.Outcome = final(closedBefore)
+			return retry.Permanent(last), last
+		}
+		if inner || !k.resendable() || (o == rediscmd.OutcomeMaybeApplied && !safe) {
+			return retry.Permanent(last), last
+		}
+		return last, last
+	}
 }
 
 // afterLost is the outcome given to err, the last failure of a call after

@@ -80,11 +80,20 @@ func (c *client) DoMulti(ctx context.Context, multi ...valkey.Completed) []valke
 	)
 	closedBefore := c.closed.Load()
 	deadline := c.deadline()
-	err := retry.Do(ctx, c.r.p, func(ctx context.Context) error {
+	cl := c.r.begin(ctx, ks[0], true)
+	defer c.r.end(cl)
+	for i := range multi {
+		if multi[i].IsRetryable() {
+			c.r.register(cl, &multi[i])
+		}
+	}
+	err := c.run(ctx, cl, func(ctx context.Context) error {
 		sent++
 		ctx, cancel := bounded(ctx, deadline)
+		cl.ctx = ctx
 		if sent == 1 {
 			resps = c.Client.DoMulti(ctx, multi...)
+			c.r.unregister(cl)
 		} else {
 			again := make([]valkey.Completed, 0, len(ks)-from)
 			for _, k := range ks[from:] {

@@ -114,3 +114,94 @@ func TestInnerEventsReportMaxAttemptsAsDo(t *testing.T) {
 		t.Fatalf("events %v: valkey-go's loop did not retry the lost reply", got)
 	}
 }
+
+// TestInnerLoopReason: when valkey-go's own loop stops repeating the
+// first send, the call ends for the reason the policy gave, in its error
+// and in EventDone, as retry.Do would report it (it was ReasonPermanent
+// whatever the reason).
+func TestInnerLoopReason(t *testing.T) {
+	noRetries, err := retry.NewBudget(retry.BudgetConfig{Ratio: -1, MinPerSecond: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		budget   *retry.Budget
+		attempts int // sends the server saw, and the error's Attempts
+		want     retry.Reason
+	}{
+		{"attempts", nil, 3, retry.ReasonAttempts},
+		{"budget", noRetries, 1, retry.ReasonBudget},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: only("get")})
+			var mu sync.Mutex
+			var done []retry.Event
+			p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3, Budget: tc.budget,
+				Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+					if e.Kind == retry.EventDone {
+						mu.Lock()
+						done = append(done, e)
+						mu.Unlock()
+					}
+				})}
+			c := newClient(t, px.Addr(), p)
+			err := c.Do(context.Background(), c.B().Get().Key("k").Build()).Error()
+			if !errors.Is(err, retry.ErrMaybeApplied) {
+				t.Fatalf("GET with every reply lost: %v; want retry.ErrMaybeApplied", err)
+			}
+			// After one send the call returns its failure bare, after more
+			// the loop's error.
+			var re *retry.Error
+			if tc.attempts > 1 && (!errors.As(err, &re) || re.Reason != tc.want || re.Attempts != tc.attempts) {
+				t.Fatalf("GET with every reply lost: %v (%T); want a *retry.Error with %v after %d attempts", err, err, tc.want, tc.attempts)
+			}
+			if pa, r, _ := px.Counts("get"); pa+r != int64(tc.attempts) {
+				t.Fatalf("proxy saw %d GETs; want %d", pa+r, tc.attempts)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(done) != 1 || done[0].Reason != tc.want || done[0].Attempt != tc.attempts {
+				t.Fatalf("EventDone %+v; want one, with %v at attempt %d", done, tc.want, tc.attempts)
+			}
+		})
+	}
+}
+
+// TestInnerAndOuterSendsShareMaxAttempts: the repeats valkey-go's loop
+// makes of the first send and the client's own resends count in one
+// Loop, so that a call makes at most MaxAttempts sends (it could make
+// MaxAttempts-1 more).
+func TestInnerAndOuterSendsShareMaxAttempts(t *testing.T) {
+	srv := redistest.Start(t)
+	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: only("set")})
+	var done atomic.Int64
+	p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 4,
+		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+			switch {
+			case e.Kind == retry.EventAttempt && e.Attempt == 2:
+				// From the second send on, the server refuses the SET
+				// without running it; valkey-go's loop does not repeat
+				// NOREPLICAS, this client does.
+				px.SetConfig(faultproxy.Config{})
+				if _, err := srv.Do("CONFIG", "SET", "min-replicas-to-write", "1"); err != nil {
+					t.Error(err)
+				}
+			case e.Kind == retry.EventDone:
+				done.Store(int64(e.Reason))
+			}
+		})}
+	c := newClient(t, px.Addr(), p)
+	err := c.Do(context.Background(), c.B().Set().Key("k").Value("v").Build()).Error()
+	var re *retry.Error
+	if !errors.As(err, &re) || re.Attempts != 4 || re.Reason != retry.ReasonAttempts || !errors.Is(err, retry.ErrMaybeApplied) {
+		t.Fatalf("SET lost, then refused: %v (%T); want a *retry.Error after 4 attempts (ReasonAttempts) matching retry.ErrMaybeApplied", err, err)
+	}
+	if pa, r, _ := px.Counts("set"); pa+r != 4 {
+		t.Fatalf("proxy saw %d SETs; want 4 (MaxAttempts)", pa+r)
+	}
+	if got := retry.Reason(done.Load()); got != retry.ReasonAttempts {
+		t.Fatalf("EventDone reason %v; want %v", got, retry.ReasonAttempts)
+	}
+}
