@@ -16,19 +16,17 @@ import (
 )
 
 // NewClient returns a valkey-go client, built from opt, whose one retry
-// layer follows p:
+// layer follows p, through a retry.Loop per Do, DoCache and DoMulti call:
 //   - valkey-go's own retry loop (for commands it may repeat: read-only
-//     ones and those marked ToRetryable) waits as p says, through
-//     opt.RetryDelay, and stops at p.MaxAttempts, p.MaxElapsed (as a
-//     deadline on the call's context), a p.Budget refusal, a p.Throttle
-//     rejection, or an error p.Retryable rejects;
+//     ones and those marked ToRetryable) waits and stops as the call's
+//     Loop says, through opt.RetryDelay;
 //   - the idempotent writes listed in the package documentation, and every
 //     command sent with a context from MarkSafe, are marked ToRetryable so
 //     that valkey-go's loop may repeat them too;
-//   - every Do, DoCache and DoMulti call runs through retry.Do with p,
-//     which sends a command again, rebuilt from its words, when the server
-//     refused it without running it (BUSY, READONLY, MASTERDOWN, ...; any
-//     command) or when it was not sent (a dial error);
+//   - the same Loop sends a command again, rebuilt from its words, when
+//     the server refused it without running it (BUSY, READONLY,
+//     MASTERDOWN, ...; any command) or when it was not sent (a dial
+//     error);
 //   - a command that failed without a reply comes back with an error
 //     matching retry.ErrNotSent or retry.ErrMaybeApplied.
 //
@@ -98,10 +96,10 @@ func commandTable(ctx context.Context, c valkey.Client, opt valkey.ClientOption)
 }
 
 // client wraps a valkey-go client: it marks safe commands retryable, runs
-// each call through retry.Do with the policy (which accounts its attempts,
-// Budget, Throttle and Observer), sends again what the server refused and
-// what was not sent, and wraps the errors of commands that failed without
-// a reply.
+// each call on a retry.Loop of the policy (which accounts its attempts,
+// Budget, Throttle and Observer, valkey-go's repeats included), sends
+// again what the server refused and what was not sent, and wraps the
+// errors of commands that failed without a reply.
 type client struct {
 	valkey.Client
 	r        *retryer
@@ -246,6 +244,13 @@ func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx conte
 		if sent == 1 {
 			c.r.unregister(cl)
 			maybe = cl.maybe // a repeat by valkey-go's loop lost its reply
+			if re, ok := cl.stop.(*retry.Error); ok {
+				// valkey-go's loop ended the call (run returns cl.stop)
+				// after judging the last failure, which a delay wraps in
+				// a *CommandError when it had no reply.
+				last, _ = re.Err.(*CommandError)
+				return nil
+			}
 		}
 		var e error
 		e, last = c.judge(resp.Error(), k, safe, sent, closedBefore, maybe)

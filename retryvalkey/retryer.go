@@ -48,6 +48,7 @@ type call struct {
 	stop     error           // the *retry.Error that ended the call in delay; nil while it goes on
 	maybe    bool            // a repeat of a single command lost its reply
 	keys     []*string       // the registered first words
+	over     bool            // the first send returned: delay no longer drives l
 }
 
 // begin returns the state of a new call, its Loop at its first attempt,
@@ -102,6 +103,11 @@ func (r *retryer) unregister(c *call) {
 	r.mu.Unlock()
 	clear(c.keys)
 	c.keys = c.keys[:0]
+	// A delay that found c just before, for a command valkey-go recycled
+	// and another goroutine sent since, must leave c's Loop alone.
+	c.mu.Lock()
+	c.over = true
+	c.mu.Unlock()
 }
 
 // end unregisters c if it has not done so, and clears it.
@@ -136,6 +142,8 @@ func (r *retryer) delay(attempts int, cmd valkey.Completed, err error) time.Dura
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
+	case c.over:
+		return r.unowned(attempts, err)
 	case c.stop != nil:
 		return -1
 	case attempts == c.round: // a cluster pipeline's other commands of the same round
