@@ -14,8 +14,8 @@
 // its first send and this client's resends alike, as retry.Do decides:
 //   - the waits, MaxAttempts (counting every send of the call), Retryable,
 //     the Budget and the Throttle are the Loop's; a repeat the Throttle
-//     rejects is not sent and costs its attempt and the next wait, which
-//     is added to valkey-go's. A pipeline's round counts once, however many
+//     rejects is not sent and costs its attempt and the next wait, waited
+//     before valkey-go's. A pipeline's round counts once, however many
 //     of its commands valkey-go asks about;
 //   - the wait before retry n is p.Delay(n) (any jitter but
 //     DecorrelatedJitter, since valkey-go does not pass the previous wait);

@@ -8,7 +8,6 @@ import (
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/rediscmd"
-	"github.com/retrykit/retry/internal/serverwait"
 	"github.com/valkey-io/valkey-go"
 )
 
@@ -134,6 +133,7 @@ func (r *retryer) lookup(cmd *valkey.Completed) *call {
 // failure (Failed) and begins the next attempt before valkey-go waits, so
 // that a retry the Throttle rejects costs its attempt and the next wait,
 // as in retry.Do; when the Loop gives up, the call ends with its error.
+// It may block, in a wait after a rejection, on valkey-go's goroutine.
 func (r *retryer) delay(attempts int, cmd valkey.Completed, err error) time.Duration {
 	c := r.lookup(&cmd)
 	if c == nil {
@@ -158,9 +158,13 @@ func (r *retryer) delay(attempts int, cmd valkey.Completed, err error) time.Dura
 		if _, terr := c.l.Begin(c.ctx); terr == nil {
 			break
 		}
-		var w time.Duration
-		w, stop = c.l.Failed(c.ctx, retry.ErrThrottled)
-		d = serverwait.AddSat(d, w)
+		// The Throttle rejected the repeat: it counts as an attempt, and
+		// the wait granted after it is waited here, as retry.Do waits it
+		// (the context and the time budget bound it), before the next
+		// is asked for; valkey-go waits d after.
+		if _, stop = c.l.Failed(c.ctx, retry.ErrThrottled); stop == nil {
+			stop = c.l.Wait(c.ctx)
+		}
 	}
 	if stop != nil {
 		c.stop, d = stop, -1

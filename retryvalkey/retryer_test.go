@@ -205,3 +205,77 @@ func TestInnerAndOuterSendsShareMaxAttempts(t *testing.T) {
 		t.Fatalf("EventDone reason %v; want %v", got, retry.ReasonAttempts)
 	}
 }
+
+// TestInnerLoopThrottled: a repeat of the first send that the Throttle
+// rejects is not sent, costs its attempt and its wait, and the Loop goes
+// on as retry.Do would, up to MaxAttempts (valkey-go's loop used to end
+// at the first rejection).
+func TestInnerLoopThrottled(t *testing.T) {
+	srv := redistest.Start(t)
+	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: only("get")})
+	th, err := retry.NewThrottle(retry.ThrottleConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	kinds := map[retry.EventKind]int{}
+	var done retry.Event
+	p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3, Throttle: th,
+		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+			if e.Kind == retry.EventAttempt && e.Attempt == 1 {
+				th.Override(retry.ThrottleRejectAll)
+			}
+			mu.Lock()
+			kinds[e.Kind]++
+			if e.Kind == retry.EventDone {
+				done = e
+			}
+			mu.Unlock()
+		})}
+	c := newClient(t, px.Addr(), p)
+	err = c.Do(context.Background(), c.B().Get().Key("k").Build()).Error()
+	var re *retry.Error
+	if !errors.As(err, &re) || re.Attempts != 3 || re.Reason != retry.ReasonAttempts || !errors.Is(err, retry.ErrMaybeApplied) || !errors.Is(err, retry.ErrThrottled) {
+		t.Fatalf("GET lost, then throttled: %v (%T); want a *retry.Error after 3 attempts (ReasonAttempts) matching retry.ErrMaybeApplied and retry.ErrThrottled", err, err)
+	}
+	if pa, r, _ := px.Counts("get"); pa+r != 1 {
+		t.Fatalf("proxy saw %d GETs; want 1 (the Throttle rejected the repeats)", pa+r)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if kinds[retry.EventThrottled] != 2 || kinds[retry.EventDone] != 1 || done.Reason != retry.ReasonAttempts || done.Waited <= 0 {
+		t.Fatalf("events %v, EventDone %+v; want 2 rejections, one EventDone with %v and the waits counted", kinds, done, retry.ReasonAttempts)
+	}
+}
+
+// TestInnerLoopPipeline: valkey-go's repeats of a pipeline of read-only
+// commands are attempts of the DoMulti call's one Loop: each round counts
+// once, however many commands lost their replies, and the call ends for
+// the policy's reason.
+func TestInnerLoopPipeline(t *testing.T) {
+	srv := redistest.Start(t)
+	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: only("get")})
+	var mu sync.Mutex
+	kinds := map[retry.EventKind]int{}
+	var done retry.Event
+	p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3,
+		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+			mu.Lock()
+			kinds[e.Kind]++
+			if e.Kind == retry.EventDone {
+				done = e
+			}
+			mu.Unlock()
+		})}
+	c := newClient(t, px.Addr(), p)
+	for i, r := range c.DoMulti(context.Background(), c.B().Get().Key("a").Build(), c.B().Get().Key("b").Build()) {
+		if !errors.Is(r.Error(), retry.ErrMaybeApplied) {
+			t.Errorf("GET %d with every reply lost: %v; want retry.ErrMaybeApplied", i, r.Error())
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if kinds[retry.EventAttempt] != 3 || kinds[retry.EventRetry] != 2 || kinds[retry.EventDone] != 1 || done.Reason != retry.ReasonAttempts {
+		t.Fatalf("events %v, EventDone %+v; want 3 attempts, 2 retries, one EventDone with %v", kinds, done, retry.ReasonAttempts)
+	}
+}
