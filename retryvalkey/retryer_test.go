@@ -136,16 +136,8 @@ func TestInnerLoopReason(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.Start(t)
 			px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: only("get")})
-			var mu sync.Mutex
-			var done []retry.Event
-			p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3, Budget: tc.budget,
-				Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-					if e.Kind == retry.EventDone {
-						mu.Lock()
-						done = append(done, e)
-						mu.Unlock()
-					}
-				})}
+			var o countingObserver
+			p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3, Budget: tc.budget, Observer: &o}
 			c := newClient(t, px.Addr(), p)
 			err := c.Do(context.Background(), c.B().Get().Key("k").Build()).Error()
 			if !errors.Is(err, retry.ErrMaybeApplied) {
@@ -160,10 +152,8 @@ func TestInnerLoopReason(t *testing.T) {
 			if pa, r, _ := px.Counts("get"); pa+r != int64(tc.attempts) {
 				t.Fatalf("proxy saw %d GETs; want %d", pa+r, tc.attempts)
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			if len(done) != 1 || done[0].Reason != tc.want || done[0].Attempt != tc.attempts {
-				t.Fatalf("EventDone %+v; want one, with %v at attempt %d", done, tc.want, tc.attempts)
+			if kinds, done := o.snapshot(); kinds[retry.EventDone] != 1 || done.Reason != tc.want || done.Attempt != tc.attempts {
+				t.Fatalf("%d EventDone, the last %+v; want one, with %v at attempt %d", kinds[retry.EventDone], done, tc.want, tc.attempts)
 			}
 		})
 	}
@@ -217,21 +207,13 @@ func TestInnerLoopThrottled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	kinds := map[retry.EventKind]int{}
-	var done retry.Event
+	var o countingObserver
 	p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3, Throttle: th,
-		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+		Observer: retry.Observers(retry.ObserverFunc(func(_ context.Context, e retry.Event) {
 			if e.Kind == retry.EventAttempt && e.Attempt == 1 {
 				th.Override(retry.ThrottleRejectAll)
 			}
-			mu.Lock()
-			kinds[e.Kind]++
-			if e.Kind == retry.EventDone {
-				done = e
-			}
-			mu.Unlock()
-		})}
+		}), &o)}
 	c := newClient(t, px.Addr(), p)
 	err = c.Do(context.Background(), c.B().Get().Key("k").Build()).Error()
 	var re *retry.Error
@@ -241,8 +223,7 @@ func TestInnerLoopThrottled(t *testing.T) {
 	if pa, r, _ := px.Counts("get"); pa+r != 1 {
 		t.Fatalf("proxy saw %d GETs; want 1 (the Throttle rejected the repeats)", pa+r)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	kinds, done := o.snapshot()
 	if kinds[retry.EventThrottled] != 2 || kinds[retry.EventDone] != 1 || done.Reason != retry.ReasonAttempts || done.Waited <= 0 {
 		t.Fatalf("events %v, EventDone %+v; want 2 rejections, one EventDone with %v and the waits counted", kinds, done, retry.ReasonAttempts)
 	}
@@ -255,26 +236,15 @@ func TestInnerLoopThrottled(t *testing.T) {
 func TestInnerLoopPipeline(t *testing.T) {
 	srv := redistest.Start(t)
 	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: only("get")})
-	var mu sync.Mutex
-	kinds := map[retry.EventKind]int{}
-	var done retry.Event
-	p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3,
-		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-			mu.Lock()
-			kinds[e.Kind]++
-			if e.Kind == retry.EventDone {
-				done = e
-			}
-			mu.Unlock()
-		})}
+	var o countingObserver
+	p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3, Observer: &o}
 	c := newClient(t, px.Addr(), p)
 	for i, r := range c.DoMulti(context.Background(), c.B().Get().Key("a").Build(), c.B().Get().Key("b").Build()) {
 		if !errors.Is(r.Error(), retry.ErrMaybeApplied) {
 			t.Errorf("GET %d with every reply lost: %v; want retry.ErrMaybeApplied", i, r.Error())
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	kinds, done := o.snapshot()
 	if kinds[retry.EventAttempt] != 3 || kinds[retry.EventRetry] != 2 || kinds[retry.EventDone] != 1 || done.Reason != retry.ReasonAttempts {
 		t.Fatalf("events %v, EventDone %+v; want 3 attempts, 2 retries, one EventDone with %v", kinds, done, retry.ReasonAttempts)
 	}
