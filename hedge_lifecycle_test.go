@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retrytest"
 )
 
 // A panic in a burst's first copy, which runs on the caller's goroutine,
@@ -172,7 +173,7 @@ func TestHedgeEventSequencesConsistent(t *testing.T) {
 		th, _ := retry.NewThrottle(retry.ThrottleConfig{})
 		errFatal := errors.New("test: fatal")
 		for seed := range 200 {
-			var r recorder
+			var r retrytest.Recorder
 			var sent atomic.Int32
 			p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 1 + seed%6, Observer: &r,
 				Retryable: func(err error) bool { return !errors.Is(err, errFatal) }}
@@ -202,22 +203,23 @@ func TestHedgeEventSequencesConsistent(t *testing.T) {
 			})
 			attempts, throttled := map[int]int{}, 0
 			var done *retry.Event
-			for i, e := range r.events {
+			events := r.Events()
+			for i, e := range events {
 				switch e.Kind {
 				case retry.EventAttempt:
 					attempts[e.Attempt]++
 				case retry.EventThrottled:
 					throttled++
 				case retry.EventHedge:
-					if i+1 >= len(r.events) || r.events[i+1].Kind != retry.EventAttempt || r.events[i+1].Attempt != e.Attempt {
-						t.Fatalf("seed %d: EventHedge %d not followed by its EventAttempt: %v", seed, e.Attempt, r.kinds())
+					if i+1 >= len(events) || events[i+1].Kind != retry.EventAttempt || events[i+1].Attempt != e.Attempt {
+						t.Fatalf("seed %d: EventHedge %d not followed by its EventAttempt: %v", seed, e.Attempt, r.Kinds())
 					}
 				case retry.EventHedgeWon, retry.EventHedgeCancelled:
 					if attempts[e.Attempt] != 1 {
-						t.Fatalf("seed %d: %v for attempt %d, never sent: %v", seed, e.Kind, e.Attempt, r.kinds())
+						t.Fatalf("seed %d: %v for attempt %d, never sent: %v", seed, e.Kind, e.Attempt, r.Kinds())
 					}
 				case retry.EventDone:
-					done = &r.events[i]
+					done = &events[i]
 				}
 			}
 			for n, k := range attempts {
@@ -225,8 +227,8 @@ func TestHedgeEventSequencesConsistent(t *testing.T) {
 					t.Fatalf("seed %d: attempt %d reported %d times", seed, n, k)
 				}
 			}
-			if done == nil || done != &r.events[len(r.events)-1] {
-				t.Fatalf("seed %d: EventDone missing or not last: %v", seed, r.kinds())
+			if done == nil || done != &events[len(events)-1] {
+				t.Fatalf("seed %d: EventDone missing or not last: %v", seed, r.Kinds())
 			}
 			if int(sent.Load()) != len(attempts) || done.Attempt != len(attempts)+throttled || done.Attempt > p.MaxAttempts {
 				t.Fatalf("seed %d: %d copies ran, %d EventAttempt, %d throttled, EventDone says %d (MaxAttempts %d)",

@@ -3,6 +3,7 @@ package retry_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retrytest"
 )
 
 var errHedge = errors.New("test: transient")
@@ -66,7 +68,7 @@ func TestHedgeSlowFirstCopyLosesToHedge(t *testing.T) {
 			after:  func(n int) time.Duration { return map[int]time.Duration{1: time.Second, 2: ms(5)}[n] },
 			result: func(int) error { return nil },
 		}
-		var r recorder
+		var r retrytest.Recorder
 		p := retry.Policy{Observer: &r}
 		start := time.Now()
 		if err := retry.Hedge(t.Context(), p, fixed(t, ms(10), 0), s.op); err != nil {
@@ -85,10 +87,10 @@ func TestHedgeSlowFirstCopyLosesToHedge(t *testing.T) {
 			t.Errorf("%d copies returned before Hedge did, want 2", s.returned.Load())
 		}
 		want := []retry.EventKind{att, retry.EventHedge, att, retry.EventHedgeWon, retry.EventHedgeCancelled, done}
-		if !sameKinds(r.kinds(), want) {
-			t.Errorf("events %v, want %v", r.kinds(), want)
+		if !slices.Equal(r.Kinds(), want) {
+			t.Errorf("events %v, want %v", r.Kinds(), want)
 		}
-		if e := r.events[len(r.events)-1]; e.Attempt != 2 || e.Err != nil {
+		if e := r.Events()[len(r.Events())-1]; e.Attempt != 2 || e.Err != nil {
 			t.Errorf("EventDone %+v, want 2 attempts, no error", e)
 		}
 	})
@@ -97,7 +99,7 @@ func TestHedgeSlowFirstCopyLosesToHedge(t *testing.T) {
 func TestHedgeAnswerBeforeDelaySendsOneCopy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &script{after: func(int) time.Duration { return ms(9) }, result: func(int) error { return nil }}
-		var r recorder
+		var r retrytest.Recorder
 		if err := retry.Hedge(t.Context(), retry.Policy{Observer: &r}, fixed(t, ms(10), 0), s.op); err != nil {
 			t.Fatal(err)
 		}
@@ -105,8 +107,8 @@ func TestHedgeAnswerBeforeDelaySendsOneCopy(t *testing.T) {
 			t.Errorf("%d copies, want 1", len(s.started))
 		}
 		time.Sleep(time.Second) // a timer left armed would send a hedge now
-		if len(s.started) != 1 || !sameKinds(r.kinds(), []retry.EventKind{att, done}) {
-			t.Errorf("after the call: %d copies, events %v", len(s.started), r.kinds())
+		if len(s.started) != 1 || !slices.Equal(r.Kinds(), []retry.EventKind{att, done}) {
+			t.Errorf("after the call: %d copies, events %v", len(s.started), r.Kinds())
 		}
 	})
 }
@@ -214,7 +216,7 @@ func TestHedgeBudgetRefusesHedge(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := &script{after: func(int) time.Duration { return ms(50) }, result: func(int) error { return nil }}
-		var r recorder
+		var r retrytest.Recorder
 		p := retry.Policy{Budget: b, Observer: &r}
 		if err := retry.Hedge(t.Context(), p, fixed(t, ms(10), 0), s.op); err != nil {
 			t.Fatal(err)
@@ -226,16 +228,16 @@ func TestHedgeBudgetRefusesHedge(t *testing.T) {
 // wantHedgeRefused checks a call whose one hedge was refused with want:
 // one copy ran, and the Observer saw its attempt, the refusal of attempt
 // 2 and the end.
-func wantHedgeRefused(t *testing.T, s *script, r *recorder, want error) {
+func wantHedgeRefused(t *testing.T, s *script, r *retrytest.Recorder, want error) {
 	t.Helper()
 	if len(s.started) != 1 {
 		t.Errorf("%d copies, want 1", len(s.started))
 	}
 	kinds := []retry.EventKind{att, retry.EventHedgeRefused, done}
-	if !sameKinds(r.kinds(), kinds) {
-		t.Fatalf("events %v, want %v", r.kinds(), kinds)
+	if !slices.Equal(r.Kinds(), kinds) {
+		t.Fatalf("events %v, want %v", r.Kinds(), kinds)
 	}
-	if e := r.events[1]; e.Attempt != 2 || !errors.Is(e.Err, want) {
+	if e := r.Events()[1]; e.Attempt != 2 || !errors.Is(e.Err, want) {
 		t.Errorf("refusal %+v, want attempt 2, %v", e, want)
 	}
 }
@@ -258,7 +260,7 @@ func TestHedgeThrottleRefusesHedge(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := &script{after: func(int) time.Duration { return ms(50) }, result: func(int) error { return nil }}
-		var r recorder
+		var r retrytest.Recorder
 		p := retry.Policy{Throttle: th, Budget: b, Observer: &r}
 		err = retry.Hedge(t.Context(), p, fixed(t, ms(10), 0), func(ctx context.Context) error {
 			th.SetFleet(1<<62, 0) // the fleet's backend now rejects everything
@@ -375,7 +377,7 @@ func TestHedgeValueReturnsWinnersValue(t *testing.T) {
 // op or the Observer (a nil that meant "no hedging" read as the opposite of
 // the zero value).
 func TestHedgeNilHedgerIsRefused(t *testing.T) {
-	var r recorder
+	var r retrytest.Recorder
 	p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 3, Observer: &r}
 	calls := 0
 	err := retry.Hedge(t.Context(), p, nil, func(context.Context) error { calls++; return nil })
@@ -385,8 +387,8 @@ func TestHedgeNilHedgerIsRefused(t *testing.T) {
 			t.Errorf("a nil *Hedger gave %v, want an error starting with retry: that names the nil *Hedger", e)
 		}
 	}
-	if calls != 0 || v != 0 || len(r.kinds()) != 0 {
-		t.Errorf("op called %d times, value %d, events %v; want none", calls, v, r.kinds())
+	if calls != 0 || v != 0 || len(r.Kinds()) != 0 {
+		t.Errorf("op called %d times, value %d, events %v; want none", calls, v, r.Kinds())
 	}
 	// The zero Hedger hedges: with a fixed Hedger's test elsewhere, this
 	// one only checks that it is accepted and runs the call.
@@ -507,7 +509,7 @@ func TestHedgeConcurrentCalls(t *testing.T) {
 	}
 	b, _ := retry.NewBudget(retry.BudgetConfig{Ratio: 0.5})
 	th, _ := retry.NewThrottle(retry.ThrottleConfig{})
-	var r recorder
+	var r retrytest.Recorder
 	p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 4, Budget: b, Throttle: th, Observer: &r}
 	var running atomic.Int32
 	var wg sync.WaitGroup

@@ -2,7 +2,10 @@ package retry
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
+
+	"github.com/retrykit/retry/internal/jitterseed"
 )
 
 // Loop is the retry loop of one call, for a client that makes the
@@ -59,6 +62,8 @@ type loopState struct {
 	actx   context.Context // the attempt's own context (AttemptTimeout)
 	cancel context.CancelFunc
 	state  attemptState
+	src    *rand.Rand // the jitter's source under a test's seed (retrytest.Seed); nil: the process's
+	seeded bool       // src was looked up
 }
 
 // attemptState is where a Loop stands in its current attempt.
@@ -296,7 +301,15 @@ func (l *loopState) judge(p *Policy, ctx context.Context, err error, timedOut bo
 	if maxAttempts := p.maxAttempts(); maxAttempts != Unlimited && l.n >= maxAttempts {
 		return 0, l.fail(p, ctx, err, ReasonAttempts, nil)
 	}
-	d := p.delay(l.n-1, l.prev, nil)
+	if !l.seeded {
+		// A test may fix the jitter through the context (retrytest.Seed);
+		// looked up once per failed call, only where a draw can happen.
+		l.seeded = true
+		if p.Initial != Immediate && p.Jitter.kind != jitterNone {
+			l.src = jitterseed.Rand(ctx)
+		}
+	}
+	d := p.delay(l.n-1, l.prev, l.src)
 	l.prev = d
 	if ra, ok := ServerWaitOf(err); ok && ra > d {
 		d = ra

@@ -12,14 +12,13 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retrytest"
 )
 
 // lines returns the recorded events as comparable lines.
-func (r *recorder) lines() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func lines(r *retrytest.Recorder) []string {
 	var out []string
-	for _, e := range r.events {
+	for _, e := range r.Events() {
 		err := "<nil>"
 		if e.Err != nil {
 			err = e.Err.Error()
@@ -122,7 +121,7 @@ func TestLoopIsDo(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			run := func(drive func(context.Context, *retry.Policy, func(context.Context) error) error) (events, logs []string, calls []time.Duration, err error) {
 				synctest.Test(t, func(t *testing.T) {
-					var log recorder
+					var log retrytest.Recorder
 					var buf bytes.Buffer
 					p := tc.policy()
 					p.Observer = &log
@@ -144,7 +143,7 @@ func TestLoopIsDo(t *testing.T) {
 						calls = append(calls, time.Since(start))
 						return tc.op(len(calls))
 					})
-					events, logs = log.lines(), []string{buf.String()}
+					events, logs = lines(&log), []string{buf.String()}
 				})
 				return
 			}
@@ -178,7 +177,7 @@ func TestLoopIsDo(t *testing.T) {
 // TestLoopClientWaits: a client whose own loop waits (gax, valkey-go) takes
 // the wait from Failed; the next Begin counts it as waited.
 func TestLoopClientWaits(t *testing.T) {
-	var log recorder
+	var log retrytest.Recorder
 	p := retry.Policy{Jitter: retry.NoJitter(), MaxAttempts: 3, Observer: &log}
 	l := p.Loop()
 	ctx := context.Background()
@@ -195,7 +194,7 @@ func TestLoopClientWaits(t *testing.T) {
 	}
 	l.Succeeded(ctx)
 	want := "done attempt=2/3 delay=0s waited=1s elapsed=0s reason=0 err=<nil>"
-	if got := log.lines()[len(log.lines())-1]; got != want {
+	if got := lines(&log)[len(lines(&log))-1]; got != want {
 		t.Errorf("last event %q, want %q", got, want)
 	}
 	if l.Attempts() != 2 {
@@ -212,7 +211,7 @@ func TestLoopSentAndUnseen(t *testing.T) {
 		th.Record(false) // the Throttle now rejects most attempts
 	}
 	b, _ := retry.NewBudget(retry.BudgetConfig{})
-	var log recorder
+	var log retrytest.Recorder
 	p := retry.Policy{Initial: retry.Immediate, Throttle: th, Budget: b, Observer: &log}
 	l := p.Loop()
 	ctx := context.Background()
@@ -228,8 +227,8 @@ func TestLoopSentAndUnseen(t *testing.T) {
 	if first, _ := b.LocalCounts(); first != 1 {
 		t.Errorf("Budget counted %d first attempts, want 1", first)
 	}
-	if log.lines()[0] != "attempt attempt=1/10 delay=0s waited=0s elapsed=0s reason=0 err=<nil>" {
-		t.Errorf("first event %q", log.lines()[0])
+	if lines(&log)[0] != "attempt attempt=1/10 delay=0s waited=0s elapsed=0s reason=0 err=<nil>" {
+		t.Errorf("first event %q", lines(&log)[0])
 	}
 
 	q := retry.Policy{Jitter: retry.NoJitter()}
@@ -265,7 +264,7 @@ func (errOverload) Overloaded() bool { return true }
 // TestLoopEnded: a client that learns of the context's end from an error
 // ends the loop with ReasonContext and that cause.
 func TestLoopEnded(t *testing.T) {
-	var log recorder
+	var log retrytest.Recorder
 	p := retry.Policy{Observer: &log}
 	l := p.Loop()
 	ctx := context.Background()
@@ -275,7 +274,7 @@ func TestLoopEnded(t *testing.T) {
 	if !errors.As(err, &re) || re.Reason != retry.ReasonContext || !errors.Is(err, context.Canceled) || !errors.Is(err, errTransient) || re.Attempts != 1 {
 		t.Fatalf("Ended = %#v", err)
 	}
-	if got := log.lines()[len(log.lines())-1]; got[:4] != "done" {
+	if got := lines(&log)[len(lines(&log))-1]; got[:4] != "done" {
 		t.Errorf("last event %q, want done", got)
 	}
 }

@@ -3,45 +3,14 @@ package retry_test
 import (
 	"context"
 	"errors"
-	"sync"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retrytest"
 )
-
-// recorder is an Observer that keeps every event.
-type recorder struct {
-	mu     sync.Mutex
-	events []retry.Event
-}
-
-func (r *recorder) Observe(_ context.Context, e retry.Event) {
-	r.mu.Lock()
-	r.events = append(r.events, e)
-	r.mu.Unlock()
-}
-
-func (r *recorder) kinds() []retry.EventKind {
-	var ks []retry.EventKind
-	for _, e := range r.events {
-		ks = append(ks, e.Kind)
-	}
-	return ks
-}
-
-func sameKinds(a, b []retry.EventKind) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
 
 const (
 	att  = retry.EventAttempt
@@ -52,55 +21,55 @@ const (
 )
 
 func TestObserverSuccessAtFirstAttempt(t *testing.T) {
-	var r recorder
+	var r retrytest.Recorder
 	for _, p := range []retry.Policy{
 		{Observer: &r},
 		{Observer: &r, AttemptTimeout: time.Hour},
 		{Observer: &r, MaxElapsed: time.Hour},
 	} {
-		r.events = nil
+		r.Reset()
 		if err := retry.Do(t.Context(), p, func(context.Context) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := r.kinds(), []retry.EventKind{att, done}; !sameKinds(got, want) {
+		if got, want := r.Kinds(), []retry.EventKind{att, done}; !slices.Equal(got, want) {
 			t.Fatalf("%+v: kinds %v, want %v", p, got, want)
 		}
-		if e := r.events[1]; e.Attempt != 1 || e.Err != nil || e.Reason != 0 || e.Waited != 0 || e.MaxAttempts != retry.DefaultMaxAttempts {
+		if e := r.Events()[1]; e.Attempt != 1 || e.Err != nil || e.Reason != 0 || e.Waited != 0 || e.MaxAttempts != retry.DefaultMaxAttempts {
 			t.Errorf("done event %+v", e)
 		}
 	}
 	// DoValue reports the same events.
-	r.events = nil
+	r.Reset()
 	v, err := retry.DoValue(t.Context(), retry.Policy{Observer: &r}, func(context.Context) (int, error) { return 7, nil })
-	if v != 7 || err != nil || !sameKinds(r.kinds(), []retry.EventKind{att, done}) {
-		t.Fatalf("DoValue: %d, %v, kinds %v", v, err, r.kinds())
+	if v != 7 || err != nil || !slices.Equal(r.Kinds(), []retry.EventKind{att, done}) {
+		t.Fatalf("DoValue: %d, %v, kinds %v", v, err, r.Kinds())
 	}
 }
 
 func TestObserverRetriesAndGiveUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var r recorder
+		var r retrytest.Recorder
 		p := retry.Policy{Observer: &r, Jitter: retry.NoJitter(), MaxAttempts: 3}
 		err := retry.Do(t.Context(), p, func(context.Context) error { return errTransient })
 		want := []retry.EventKind{att, rtr, att, rtr, att, done}
-		if !sameKinds(r.kinds(), want) {
-			t.Fatalf("kinds %v, want %v", r.kinds(), want)
+		if !slices.Equal(r.Kinds(), want) {
+			t.Fatalf("kinds %v, want %v", r.Kinds(), want)
 		}
 		for i, n := range []int{1, 1, 2, 2, 3, 3} {
-			if r.events[i].Attempt != n {
-				t.Errorf("event %d (%v) attempt %d, want %d", i, r.events[i].Kind, r.events[i].Attempt, n)
+			if r.Events()[i].Attempt != n {
+				t.Errorf("event %d (%v) attempt %d, want %d", i, r.Events()[i].Kind, r.Events()[i].Attempt, n)
 			}
 		}
-		d := r.events[5]
+		d := r.Events()[5]
 		if d.Err != err || d.Reason != retry.ReasonAttempts || d.Waited != 3*time.Second || d.Elapsed != 3*time.Second {
 			t.Errorf("done event %+v (err %v)", d, err)
 		}
-		if e := r.events[3]; e.Delay != 2*time.Second || e.Waited != time.Second || !errors.Is(e.Err, errTransient) {
+		if e := r.Events()[3]; e.Delay != 2*time.Second || e.Waited != time.Second || !errors.Is(e.Err, errTransient) {
 			t.Errorf("second retry event %+v", e)
 		}
 
 		// Success after a retry: EventDone with no error and the total wait.
-		r.events = nil
+		r.Reset()
 		calls := 0
 		retry.Do(t.Context(), p, func(context.Context) error {
 			if calls++; calls < 3 {
@@ -108,10 +77,10 @@ func TestObserverRetriesAndGiveUp(t *testing.T) {
 			}
 			return nil
 		})
-		if !sameKinds(r.kinds(), want) {
-			t.Fatalf("kinds %v, want %v", r.kinds(), want)
+		if !slices.Equal(r.Kinds(), want) {
+			t.Fatalf("kinds %v, want %v", r.Kinds(), want)
 		}
-		if d := r.events[5]; d.Err != nil || d.Reason != 0 || d.Attempt != 3 || d.Waited != 3*time.Second {
+		if d := r.Events()[5]; d.Err != nil || d.Reason != 0 || d.Attempt != 3 || d.Waited != 3*time.Second {
 			t.Errorf("done event %+v", d)
 		}
 	})
@@ -124,13 +93,13 @@ func TestObserverThrottleAndBudget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var r recorder
+		var r retrytest.Recorder
 		p := retry.Policy{Observer: &r, Initial: retry.Immediate, Budget: b}
 		err = retry.Do(t.Context(), p, func(context.Context) error { return errTransient })
-		if want := []retry.EventKind{att, ref, done}; !sameKinds(r.kinds(), want) {
-			t.Fatalf("kinds %v, want %v", r.kinds(), want)
+		if want := []retry.EventKind{att, ref, done}; !slices.Equal(r.Kinds(), want) {
+			t.Fatalf("kinds %v, want %v", r.Kinds(), want)
 		}
-		if d := r.events[2]; d.Reason != retry.ReasonBudget || !errors.Is(d.Err, retry.ErrBudgetRefused) || !errors.Is(err, retry.ErrBudgetRefused) {
+		if d := r.Events()[2]; d.Reason != retry.ReasonBudget || !errors.Is(d.Err, retry.ErrBudgetRefused) || !errors.Is(err, retry.ErrBudgetRefused) {
 			t.Errorf("done event %+v", d)
 		}
 
@@ -142,12 +111,12 @@ func TestObserverThrottleAndBudget(t *testing.T) {
 				th.Record(false)
 			}
 		}
-		r.events = nil
+		r.Reset()
 		sent := 0
 		p = retry.Policy{Observer: &r, Initial: retry.Immediate, Throttle: th, MaxAttempts: 50}
 		retry.Do(t.Context(), p, func(context.Context) error { sent++; return errTransient })
 		counts := map[retry.EventKind]int{}
-		for _, e := range r.events {
+		for _, e := range r.Events() {
 			counts[e.Kind]++
 			if e.Kind == thr && !errors.Is(e.Err, retry.ErrThrottled) {
 				t.Errorf("throttled event %+v", e)
@@ -160,12 +129,12 @@ func TestObserverThrottleAndBudget(t *testing.T) {
 }
 
 func TestObserverContextDoneBeforeFirstAttempt(t *testing.T) {
-	var r recorder
+	var r retrytest.Recorder
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	err := retry.Do(ctx, retry.Policy{Observer: &r}, func(context.Context) error { return nil })
-	if want := []retry.EventKind{done}; !sameKinds(r.kinds(), want) || r.events[0].Reason != retry.ReasonContext || r.events[0].Attempt != 0 {
-		t.Fatalf("kinds %v (%+v), err %v", r.kinds(), r.events, err)
+	if want := []retry.EventKind{done}; !slices.Equal(r.Kinds(), want) || r.Events()[0].Reason != retry.ReasonContext || r.Events()[0].Attempt != 0 {
+		t.Fatalf("kinds %v (%+v), err %v", r.Kinds(), r.Events(), err)
 	}
 }
 
@@ -173,20 +142,20 @@ func TestObserversFanOut(t *testing.T) {
 	if retry.Observers() != nil || retry.Observers(nil, nil) != nil {
 		t.Fatal("Observers of nothing is not nil")
 	}
-	var a, b recorder
+	var a, b retrytest.Recorder
 	if o := retry.Observers(nil, &a); o != retry.Observer(&a) {
 		t.Fatal("Observers of one is not that one")
 	}
 	retry.Do(t.Context(), retry.Policy{Observer: retry.Observers(&a, nil, &b)}, func(context.Context) error { return nil })
-	if !sameKinds(a.kinds(), []retry.EventKind{att, done}) || !sameKinds(b.kinds(), a.kinds()) {
-		t.Fatalf("a %v, b %v", a.kinds(), b.kinds())
+	if !slices.Equal(a.Kinds(), []retry.EventKind{att, done}) || !slices.Equal(b.Kinds(), a.Kinds()) {
+		t.Fatalf("a %v, b %v", a.Kinds(), b.Kinds())
 	}
 }
 
 // Observers of two or more has Unwrap() []Observer, which returns them in
 // order without the nils, as errors.Join's error has Unwrap() []error.
 func TestObserversUnwrap(t *testing.T) {
-	var a, b recorder
+	var a, b retrytest.Recorder
 	o, ok := retry.Observers(&a, nil, &b).(interface{ Unwrap() []retry.Observer })
 	if !ok {
 		t.Fatal("Observers(a, nil, b) has no Unwrap() []Observer")
@@ -240,13 +209,8 @@ func TestEventKindString(t *testing.T) {
 // as long as it lasted.
 func TestWaitedCountsAWaitCutShort(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var done retry.Event
-		p := retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 5,
-			Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-				if e.Kind == retry.EventDone {
-					done = e
-				}
-			})}
+		var rec retrytest.Recorder
+		p := retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 5, Observer: &rec}
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		time.AfterFunc(25*time.Millisecond, cancel) // during the second wait (10 ms, then 20 ms)
@@ -255,7 +219,7 @@ func TestWaitedCountsAWaitCutShort(t *testing.T) {
 		if !errors.As(err, &re) || re.Reason != retry.ReasonContext || re.Attempts != 2 {
 			t.Fatalf("err %v", err)
 		}
-		if done.Waited != 25*time.Millisecond {
+		if done, _ := rec.Done(); done.Waited != 25*time.Millisecond {
 			t.Fatalf("EventDone.Waited = %v; the call waited 10 ms, then 15 ms of 20", done.Waited)
 		}
 	})
@@ -294,7 +258,7 @@ func TestWaitedOnEveryEvent(t *testing.T) {
 	for _, timeout := range []time.Duration{0, time.Minute} {
 		synctest.Test(t, func(t *testing.T) {
 			th, _ := retry.NewThrottle(retry.ThrottleConfig{})
-			var r recorder
+			var r retrytest.Recorder
 			p := retry.Policy{Initial: time.Second, Jitter: retry.NoJitter(), MaxAttempts: 4, Throttle: th,
 				AttemptTimeout: timeout, Observer: &r}
 			calls := 0
@@ -312,11 +276,11 @@ func TestWaitedOnEveryEvent(t *testing.T) {
 				{att, 0}, {rtr, 0}, {att, time.Second}, {rtr, time.Second},
 				{thr, 3 * time.Second}, {rtr, 3 * time.Second}, {thr, 7 * time.Second}, {done, 7 * time.Second},
 			}
-			if len(r.events) != len(want) {
-				t.Fatalf("AttemptTimeout %v: kinds %v, want %d events", timeout, r.kinds(), len(want))
+			if len(r.Events()) != len(want) {
+				t.Fatalf("AttemptTimeout %v: kinds %v, want %d events", timeout, r.Kinds(), len(want))
 			}
 			for i, w := range want {
-				if e := r.events[i]; e.Kind != w.kind || e.Waited != w.waited {
+				if e := r.Events()[i]; e.Kind != w.kind || e.Waited != w.waited {
 					t.Errorf("AttemptTimeout %v: event %d: %v with Waited %v, want %v with %v", timeout, i, e.Kind, e.Waited, w.kind, w.waited)
 				}
 			}

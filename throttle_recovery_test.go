@@ -7,14 +7,15 @@ package retry_test
 import (
 	"context"
 	"math"
+	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retrytest"
 )
 
 const demand = 100 // attempts a second
@@ -150,23 +151,10 @@ func TestThrottlePartialOverload(t *testing.T) {
 	}
 }
 
-// eventLog is an Observer that keeps the Throttle events it sees.
-type eventLog struct {
-	mu    sync.Mutex
-	kinds []retry.EventKind
-}
-
-func (l *eventLog) Observe(_ context.Context, e retry.Event) {
-	l.mu.Lock()
-	l.kinds = append(l.kinds, e.Kind)
-	l.mu.Unlock()
-}
-
-func (l *eventLog) take() []retry.EventKind {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	k := l.kinds
-	l.kinds = nil
+// take returns the kinds of the events r recorded since the last take.
+func take(r *retrytest.Recorder) []retry.EventKind {
+	k := r.Kinds()
+	r.Reset()
 	return k
 }
 
@@ -176,22 +164,22 @@ func (l *eventLog) take() []retry.EventKind {
 // released, and Probability reports it.
 func TestThrottleEventsAndOverride(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var log eventLog
+		var log retrytest.Recorder
 		th, err := retry.NewThrottle(retry.ThrottleConfig{Observer: &log})
 		if err != nil {
 			t.Fatal(err)
 		}
 		up := func(int) int { return demand }
 		driveThrottle(th, 5, up)
-		if k := log.take(); len(k) != 0 || th.Probability() != 0 {
+		if k := take(&log); len(k) != 0 || th.Probability() != 0 {
 			t.Fatalf("healthy backend: events %v, p %v; want none, 0", k, th.Probability())
 		}
 		driveThrottle(th, 20, func(int) int { return 0 })
-		if k := log.take(); !sameKinds(k, []retry.EventKind{retry.EventThrottleStarted}) || th.Probability() != 0.9 {
+		if k := take(&log); !slices.Equal(k, []retry.EventKind{retry.EventThrottleStarted}) || th.Probability() != 0.9 {
 			t.Fatalf("outage: events %v, p %v; want one throttle_started, 0.9", k, th.Probability())
 		}
 		driveThrottle(th, 20, up)
-		if k := log.take(); !sameKinds(k, []retry.EventKind{retry.EventThrottleStopped}) || th.Probability() != 0 {
+		if k := take(&log); !slices.Equal(k, []retry.EventKind{retry.EventThrottleStopped}) || th.Probability() != 0 {
 			t.Fatalf("recovery: events %v, p %v; want one throttle_stopped, 0", k, th.Probability())
 		}
 
@@ -204,7 +192,7 @@ func TestThrottleEventsAndOverride(t *testing.T) {
 		if after, _ := th.LocalCounts(); after != before || th.Probability() != 1 || th.Overridden() != retry.ThrottleRejectAll {
 			t.Fatalf("ThrottleRejectAll: requests %d → %d, p %v, %v", before, after, th.Probability(), th.Overridden())
 		}
-		if k := log.take(); !sameKinds(k, []retry.EventKind{retry.EventThrottleStarted}) {
+		if k := take(&log); !slices.Equal(k, []retry.EventKind{retry.EventThrottleStarted}) {
 			t.Fatalf("ThrottleRejectAll: events %v, want throttle_started", k)
 		}
 		// Released: the rule decides again (the backend is healthy).
@@ -212,7 +200,7 @@ func TestThrottleEventsAndOverride(t *testing.T) {
 		if sent := driveThrottle(th, 1, up); sent[0] != demand {
 			t.Fatalf("released: sent %d of %d", sent[0], demand)
 		}
-		if k := log.take(); !sameKinds(k, []retry.EventKind{retry.EventThrottleStopped}) {
+		if k := take(&log); !slices.Equal(k, []retry.EventKind{retry.EventThrottleStopped}) {
 			t.Fatalf("released: events %v, want throttle_stopped", k)
 		}
 		// Forced through during an outage: all sent and counted, p 0.
@@ -220,7 +208,7 @@ func TestThrottleEventsAndOverride(t *testing.T) {
 		if sent := driveThrottle(th, 20, func(int) int { return 0 }); sent[19] != demand {
 			t.Fatalf("ThrottleAllowAll sent %d of %d", sent[19], demand)
 		}
-		if k := log.take(); len(k) != 0 || th.Probability() != 0 {
+		if k := take(&log); len(k) != 0 || th.Probability() != 0 {
 			t.Fatalf("ThrottleAllowAll: events %v, p %v; want none, 0", k, th.Probability())
 		}
 		th.Override(retry.ThrottleAuto)
@@ -233,7 +221,7 @@ func TestThrottleEventsAndOverride(t *testing.T) {
 		if p := th.Probability(); p != 0.9 || let < 50 || let > 150 {
 			t.Fatalf("released after the forced outage: p %v, %d of 1000 let through; want 0.9, about 100", p, let)
 		}
-		if k := log.take(); !sameKinds(k, []retry.EventKind{retry.EventThrottleStarted}) {
+		if k := take(&log); !slices.Equal(k, []retry.EventKind{retry.EventThrottleStarted}) {
 			t.Fatalf("released after the forced outage: events %v, want throttle_started", k)
 		}
 	})

@@ -125,6 +125,21 @@
 // fills is filled once per call, before the retry loop, so every attempt
 // sends the same token. Nothing else is added.
 //
+// # Request bodies
+//
+// A request body that cannot be rewound (an io.Reader that is not an
+// io.Seeker, such as a pipe, given to PutObject or UploadPart) cannot be
+// sent again, and the SDK does not tell a Retryer which calls have one.
+// Install AddBodyCheck (config.WithAPIOptions) and such a call is not
+// retried: its first failure ends it, with an error matching
+// retry.ErrMaybeApplied when the reply was lost and retry.IsExhausted always.
+// Without it, GetRetryToken decides to retry and waits, and the SDK then
+// ends the call with its own "failed to rewind transport stream" error,
+// which carries neither the attempt's error nor ErrMaybeApplied nor
+// retry.IsExhausted (a retry.Do around the call sends it again), and the
+// Observer has an EventAttempt for an attempt that was not sent and no
+// EventDone. An io.ReadSeeker is retried as the operation's class says.
+//
 // # Per-call state
 //
 // The SDK hands a Retryer no per-call object. The attempt number and the
@@ -145,15 +160,6 @@
 // alone. A wrapper around the Retryer
 // whose IsErrorRetryable says false without asking it ends calls without
 // an EventDone.
-//
-// A request body that cannot be rewound (an io.Reader that is not an
-// io.Seeker, such as a pipe, given to PutObject or UploadPart) is not sent
-// again: after GetRetryToken has decided to retry and waited, the SDK ends
-// the call with its own "failed to rewind transport stream" error, which
-// carries neither the attempt's error nor ErrMaybeApplied nor
-// retry.IsExhausted, and the Observer has an EventAttempt for an attempt
-// that was not sent and no EventDone. Give such operations an
-// io.ReadSeeker.
 //
 // A context that ends in the instant between GetRetryToken's return and
 // the next attempt (after the wait, which the context ends otherwise) is

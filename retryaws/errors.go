@@ -28,6 +28,9 @@ type stopError struct {
 	e     *retry.Error
 	maybe bool // an attempt may have been applied
 	lost  bool // the last one may have been
+	// fixedBody: the call was not retried because its body cannot be
+	// sent again (AddBodyCheck)
+	fixedBody bool
 }
 
 // Error says why the retries stopped, without the attempt's error, which
@@ -38,6 +41,10 @@ func (s *stopError) Error() string {
 		msg += "s"
 	}
 	switch {
+	case s.fixedBody && s.lost:
+		return msg + ": the request may have been applied, and its body cannot be sent again (not an io.Seeker)"
+	case s.fixedBody:
+		return msg + ": the request body cannot be sent again (not an io.Seeker)"
 	case s.lost && s.e.Reason == retry.ReasonPermanent:
 		return msg + ": the request may have been applied, and the operation is not safe to repeat"
 	case s.lost:

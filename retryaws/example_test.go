@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http/httptest"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/awsfake"
 	"github.com/retrykit/retry/retryaws"
@@ -154,4 +157,35 @@ func ExampleWithMaxServerWait() {
 	fmt.Println(errors.As(err, &re), re.Reason, fake.Requests("GetItem"))
 	// Output:
 	// true error not retryable 1
+}
+
+// AddBodyCheck lets the Retryer see an upload whose body cannot be sent
+// again: a PutObject from a pipe whose reply was lost ends at once, and
+// its error says it may have been applied.
+func ExampleAddBodyCheck() {
+	fake := awsfake.New() // a loopback S3 that loses the first reply
+	fake.Script = func(op string, n int) awsfake.Answer { return awsfake.Answer{Drop: n == 1} }
+	srv := httptest.NewTLSServer(fake) // over TLS the SDK sends a stream without hashing it first
+	defer srv.Close()
+
+	r, _ := retryaws.New(retry.Policy{Initial: time.Millisecond, MaxAttempts: 3})
+	client := s3.NewFromConfig(aws.Config{
+		Region:       "us-east-1",
+		Credentials:  credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "example-secret", ""),
+		BaseEndpoint: aws.String(srv.URL),
+		HTTPClient:   srv.Client(),
+		Retryer:      func() aws.Retryer { return r },
+		APIOptions:   []func(*middleware.Stack) error{retryaws.AddBodyCheck},
+	}, func(o *s3.Options) { o.UsePathStyle = true })
+
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := io.WriteString(pw, "hello")
+		pw.CloseWithError(err)
+	}()
+	_, err := client.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("k"), Body: pr})
+	pr.Close() // ends the writer if the body was not read to the end
+	fmt.Println("may have been applied:", errors.Is(err, retry.ErrMaybeApplied), "exhausted:", retry.IsExhausted(err), "requests:", fake.Requests("PutObject"))
+	// Output:
+	// may have been applied: true exhausted: true requests: 1
 }

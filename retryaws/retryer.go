@@ -168,6 +168,7 @@ type call struct {
 	marked    bool      // MarkSafe
 	maybe     bool      // an attempt may have been applied (see judge)
 	sdkN      int       // the SDK's number of the attempt being made
+	fixedBody bool      // ended because its body cannot be sent again (AddBodyCheck)
 	lostAt    time.Time // the first failure that may have been applied
 	nextInMap *call     // another call parked under the same error value
 }
@@ -309,6 +310,11 @@ func (c *call) decide(ctx context.Context, err error) error {
 		err = retry.Permanent(err) // not safe to repeat: Retryable cannot change that
 	case !v.retry && p.Retryable == nil && ctx.Err() == nil:
 		err = retry.Permanent(err) // Retryable, when set, replaces the SDK's rule
+	case fixedBody(ctx) && ctx.Err() == nil:
+		// AddBodyCheck found a body the SDK cannot rewind: it would fail
+		// the retry before sending it.
+		err = retry.Permanent(err)
+		c.fixedBody = true
 	case v.hasHint && c.r.c.serverDelayCap() >= 0:
 		if v.hint > c.r.c.serverDelayCap() {
 			// A server that asks for more than the cap gets its error at once.
@@ -344,7 +350,7 @@ func (c *call) decide(ctx context.Context, err error) error {
 // have been (c.maybe).
 func (c *call) stop(e error, lost bool) error {
 	re, _ := e.(*retry.Error)
-	return &stopError{e: re, maybe: c.maybe || lost, lost: lost}
+	return &stopError{e: re, maybe: c.maybe || lost, lost: lost, fixedBody: c.fixedBody && re.Reason == retry.ReasonPermanent}
 }
 
 // overloadMark is an attempt's error as the Throttle's default rule reads

@@ -20,6 +20,7 @@ import (
 	"github.com/retrykit/retry/internal/awsfake"
 	"github.com/retrykit/retry/internal/fleetseam"
 	"github.com/retrykit/retry/retryaws"
+	"github.com/retrykit/retry/retrytest"
 )
 
 // A connection that could not be made sent nothing: an unsafe write is
@@ -116,13 +117,8 @@ func TestUnhashableErrorValue(t *testing.T) {
 func TestUnhashableErrorKeepsTheCallsState(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := awsfake.New()
-		var waited time.Duration
-		obs := retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-			if e.Kind == retry.EventDone {
-				waited = e.Waited
-			}
-		})
-		p := retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 3, Observer: obs}
+		var rec retrytest.Recorder
+		p := retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 3, Observer: &rec}
 		_, d := clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f})
 		always := func(st *middleware.Stack) error {
 			return st.Finalize.Add(middleware.FinalizeMiddlewareFunc("failAlways", func(context.Context, middleware.FinalizeInput, middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
@@ -131,7 +127,8 @@ func TestUnhashableErrorKeepsTheCallsState(t *testing.T) {
 		}
 		_, err := d.GetItem(context.Background(), getItemInput(), func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, always) })
 		var re *retry.Error
-		if !errors.As(err, &re) || re.Attempts != 3 || waited != 30*time.Millisecond {
+		done, _ := rec.Done()
+		if waited := done.Waited; !errors.As(err, &re) || re.Attempts != 3 || waited != 30*time.Millisecond {
 			t.Fatalf("err %v, EventDone waited %v; want 3 attempts used up after 10 ms + 20 ms", err, waited)
 		}
 	})

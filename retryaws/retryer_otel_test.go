@@ -10,6 +10,7 @@ import (
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/awsfake"
 	"github.com/retrykit/retry/retryotel"
+	"github.com/retrykit/retry/retrytest"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
@@ -23,16 +24,8 @@ func TestObserverAndOtelEqualServerCounts(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(context.Background())
 
-	var attempts, done atomic.Int64
-	count := retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-		switch e.Kind {
-		case retry.EventAttempt:
-			attempts.Add(1)
-		case retry.EventDone:
-			done.Add(1)
-		}
-	})
-	p := retryotel.Instrument(retry.Policy{Initial: time.Millisecond, Jitter: retry.FullJitter(), MaxAttempts: 3, Observer: count},
+	var rec retrytest.Recorder
+	p := retryotel.Instrument(retry.Policy{Initial: time.Millisecond, Jitter: retry.FullJitter(), MaxAttempts: 3, Observer: &rec},
 		"aws", retryotel.WithMeterProvider(mp))
 
 	f := awsfake.New()
@@ -88,11 +81,12 @@ func TestObserverAndOtelEqualServerCounts(t *testing.T) {
 		}
 	}
 	total := f.Total()
-	t.Logf("%d calls (%d failed): the fake received %d requests; retry.call.attempts sum %d over %d calls; %d EventAttempt", calls, failed, total, sum, n, attempts.Load())
-	if int(sum) != total || int(attempts.Load()) != total {
-		t.Errorf("retry.call.attempts sum %d, EventAttempt %d; the fake received %d requests", sum, attempts.Load(), total)
+	attempts, done := rec.Count(retry.EventAttempt), rec.Count(retry.EventDone)
+	t.Logf("%d calls (%d failed): the fake received %d requests; retry.call.attempts sum %d over %d calls; %d EventAttempt", calls, failed, total, sum, n, attempts)
+	if int(sum) != total || attempts != total {
+		t.Errorf("retry.call.attempts sum %d, EventAttempt %d; the fake received %d requests", sum, attempts, total)
 	}
-	if n != calls || done.Load() != calls || int(gaveUp) != failed || failed == 0 {
-		t.Errorf("%d calls recorded, %d EventDone, %d gave up; want %d, %d and %d (> 0)", n, done.Load(), gaveUp, calls, calls, failed)
+	if n != calls || done != calls || int(gaveUp) != failed || failed == 0 {
+		t.Errorf("%d calls recorded, %d EventDone, %d gave up; want %d, %d and %d (> 0)", n, done, gaveUp, calls, calls, failed)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -20,31 +19,23 @@ import (
 	"github.com/retrykit/retry/internal/awsfake"
 	"github.com/retrykit/retry/internal/fleetseam"
 	"github.com/retrykit/retry/retryaws"
+	"github.com/retrykit/retry/retrytest"
 )
 
-// recorder is an Observer that keeps every event as a short line.
-type recorder struct {
-	mu     sync.Mutex
-	events []string
-}
-
-func (r *recorder) Observe(_ context.Context, e retry.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := fmt.Sprintf("%s %d", e.Kind, e.Attempt)
-	switch e.Kind {
-	case retry.EventRetry:
-		s += " delay=" + e.Delay.String()
-	case retry.EventDone:
-		s += fmt.Sprintf(" waited=%v reason=%d", e.Waited, e.Reason)
+// line returns the events r recorded as short lines, joined.
+func line(r *retrytest.Recorder) string {
+	var out []string
+	for _, e := range r.Events() {
+		s := fmt.Sprintf("%s %d", e.Kind, e.Attempt)
+		switch e.Kind {
+		case retry.EventRetry:
+			s += " delay=" + e.Delay.String()
+		case retry.EventDone:
+			s += fmt.Sprintf(" waited=%v reason=%d", e.Waited, e.Reason)
+		}
+		out = append(out, s)
 	}
-	r.events = append(r.events, s)
-}
-
-func (r *recorder) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return strings.Join(r.events, ", ")
+	return strings.Join(out, ", ")
 }
 
 // The waits are the policy's, to the nanosecond, and every step reaches
@@ -54,7 +45,7 @@ func TestWaitsAndEvents(t *testing.T) {
 		f := awsfake.New()
 		f.SetObject("b/k", []byte("hello"))
 		f.Script = failFirst("GetObject", 2, awsfake.Answer{Status: 503, Code: "SlowDown"})
-		rec := &recorder{}
+		rec := &retrytest.Recorder{}
 		p := retry.Policy{Initial: 100 * time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 4, Observer: rec}
 		s, d := clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f})
 		start := time.Now()
@@ -68,7 +59,7 @@ func TestWaitsAndEvents(t *testing.T) {
 			t.Errorf("requests %d, want 3", got)
 		}
 		want := "attempt 1, retry 1 delay=100ms, attempt 2, retry 2 delay=200ms, attempt 3, done 3 waited=300ms reason=0"
-		if got := rec.String(); got != want {
+		if got := line(rec); got != want {
 			t.Errorf("events\n got %s\nwant %s", got, want)
 		}
 	})
@@ -78,7 +69,7 @@ func TestAttemptsUsedUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := awsfake.New()
 		f.Script = failFirst("GetItem", 99, awsfake.Answer{Status: 500, Code: "InternalServerError"})
-		rec := &recorder{}
+		rec := &retrytest.Recorder{}
 		p := retry.Policy{Initial: 10 * time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 3, Observer: rec}
 		s, d := clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f})
 		err := opGetItem.call(context.Background(), s, d)
@@ -90,7 +81,7 @@ func TestAttemptsUsedUp(t *testing.T) {
 			t.Errorf("the service's error is lost: %v", err)
 		}
 		want := fmt.Sprintf("attempt 1, retry 1 delay=10ms, attempt 2, retry 2 delay=20ms, attempt 3, done 3 waited=30ms reason=%d", retry.ReasonAttempts)
-		if got := rec.String(); got != want {
+		if got := line(rec); got != want {
 			t.Errorf("events\n got %s\nwant %s", got, want)
 		}
 	})
@@ -144,7 +135,7 @@ func TestContextEndsTheRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := awsfake.New()
 		f.Script = failFirst("GetItem", 99, awsfake.Answer{Status: 503, Code: "ServiceUnavailable"})
-		rec := &recorder{}
+		rec := &retrytest.Recorder{}
 		p := retry.Policy{Initial: 100 * time.Millisecond, Jitter: retry.NoJitter(), MaxAttempts: 9, Observer: rec}
 		s, d := clients("http://fake.invalid", newRetryer(t, p), awsfake.Client{F: f})
 
@@ -170,7 +161,7 @@ func TestContextEndsTheRetries(t *testing.T) {
 		if took := time.Since(start); took != 50*time.Millisecond {
 			t.Fatalf("the cancel ended the wait after %v, want 50ms", took)
 		}
-		if got := rec.String(); !strings.HasSuffix(got, fmt.Sprintf("done 1 waited=50ms reason=%d", retry.ReasonContext)) {
+		if got := line(rec); !strings.HasSuffix(got, fmt.Sprintf("done 1 waited=50ms reason=%d", retry.ReasonContext)) {
 			t.Errorf("events %s, want the EventDone of a wait cut short at 50 ms", got)
 		}
 	})

@@ -15,31 +15,24 @@ import (
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/fleetseam"
 	"github.com/retrykit/retry/retrygax"
+	"github.com/retrykit/retry/retrytest"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// eventLog is an Observer that records events as "kind/attempt".
-type eventLog struct {
-	mu sync.Mutex
-	ev []string
-}
-
-func (l *eventLog) Observe(_ context.Context, e retry.Event) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := fmt.Sprintf("%s/%d", e.Kind, e.Attempt)
-	if e.Kind == retry.EventDone && e.Err == nil {
-		s += "(ok)"
+// events returns the events r recorded as "kind/attempt", a successful
+// EventDone as "done/n(ok)".
+func events(r *retrytest.Recorder) []string {
+	var out []string
+	for _, e := range r.Events() {
+		s := fmt.Sprintf("%s/%d", e.Kind, e.Attempt)
+		if e.Kind == retry.EventDone && e.Err == nil {
+			s += "(ok)"
+		}
+		out = append(out, s)
 	}
-	l.ev = append(l.ev, s)
-}
-
-func (l *eventLog) events() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.ev)
+	return out
 }
 
 // A per-call WithPolicy over the client's default WithPolicy governs the
@@ -57,7 +50,7 @@ func TestPerCallPolicySupersedesDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log eventLog
+	var log retrytest.Recorder
 	def := fast
 	def.Throttle, def.Budget, def.Observer = th, b, &log
 	perCall := def
@@ -68,7 +61,7 @@ func TestPerCallPolicySupersedesDefault(t *testing.T) {
 	if _, err := c.GetInstance(t.Context(), &redispb.GetInstanceRequest{Name: instanceName}, mustPolicy(perCall)); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := log.events(), []string{"attempt/1", "retry/1", "attempt/2", "done/2(ok)"}; !slices.Equal(got, want) {
+	if got, want := events(&log), []string{"attempt/1", "retry/1", "attempt/2", "done/2(ok)"}; !slices.Equal(got, want) {
 		t.Errorf("Observer saw %v, want %v", got, want)
 	}
 	if req, acc := fleetseam.ThrottleOf[*retry.Throttle]().LocalCounts(th); req != 102 || acc != 101 {
@@ -80,17 +73,17 @@ func TestPerCallPolicySupersedesDefault(t *testing.T) {
 
 	// With an Observer of its own, the default's is told the first attempt
 	// (resolved before gax knows which option wins) and nothing more.
-	var defLog, callLog eventLog
+	var defLog, callLog retrytest.Recorder
 	def.Observer, perCall.Observer = &defLog, &callLog
 	f.calls.Store(0)
 	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(def)}
 	if _, err := c.GetInstance(t.Context(), &redispb.GetInstanceRequest{Name: instanceName}, mustPolicy(perCall)); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := defLog.events(), []string{"attempt/1"}; !slices.Equal(got, want) {
+	if got, want := events(&defLog), []string{"attempt/1"}; !slices.Equal(got, want) {
 		t.Errorf("superseded Observer saw %v, want %v", got, want)
 	}
-	if got, want := callLog.events(), []string{"attempt/1", "retry/1", "attempt/2", "done/2(ok)"}; !slices.Equal(got, want) {
+	if got, want := events(&callLog), []string{"attempt/1", "retry/1", "attempt/2", "done/2(ok)"}; !slices.Equal(got, want) {
 		t.Errorf("per-call Observer saw %v, want %v", got, want)
 	}
 	// An invalid per-call policy cannot supersede anything: WithPolicy
@@ -103,7 +96,7 @@ func TestPerCallPolicySupersedesDefault(t *testing.T) {
 // The context ends during gax's wait: gax returns without asking the
 // Retryer again, so no EventDone follows (as WithPolicy documents).
 func TestContextEndsDuringGaxWait(t *testing.T) {
-	var log eventLog
+	var log retrytest.Recorder
 	p := fast
 	p.Initial, p.MaxDelay = 10*time.Second, 10*time.Second
 	p.Observer = &log
@@ -115,7 +108,7 @@ func TestContextEndsDuringGaxWait(t *testing.T) {
 	if _, err := getInstance(ctx, c); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want the context's", err)
 	}
-	if got, want := log.events(), []string{"attempt/1", "retry/1", "attempt/2"}; !slices.Equal(got, want) || f.calls.Load() != 1 {
+	if got, want := events(&log), []string{"attempt/1", "retry/1", "attempt/2"}; !slices.Equal(got, want) || f.calls.Load() != 1 {
 		t.Fatalf("%d calls, events %v; want 1, %v", f.calls.Load(), got, want)
 	}
 }
@@ -157,7 +150,7 @@ func TestRetryerOddErrors(t *testing.T) {
 func TestConcurrentCallsShareOption(t *testing.T) {
 	th, _ := retry.NewThrottle(retry.ThrottleConfig{})
 	b, _ := retry.NewBudget(retry.BudgetConfig{})
-	var log eventLog
+	var log retrytest.Recorder
 	p := fast
 	p.Throttle, p.Budget, p.Observer, p.Jitter, p.MaxElapsed = th, b, &log, retry.FullJitter(), time.Second
 	f := &fakeRedis{script: func(n int) error {
@@ -178,7 +171,7 @@ func TestConcurrentCallsShareOption(t *testing.T) {
 	}
 	wg.Wait()
 	var done int
-	for _, e := range log.events() {
+	for _, e := range events(&log) {
 		if e[:4] == "done" {
 			done++
 		}

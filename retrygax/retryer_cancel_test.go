@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retrygrpc"
+	"github.com/retrykit/retry/retrytest"
 )
 
 // Issue 24, item 5: retrygax above retrygrpc's interceptor, whose first
@@ -54,21 +54,10 @@ func TestContextEndsInLowerLayersWait(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var (
-				mu    sync.Mutex
-				kinds []string
-				done  retry.Event
-			)
+			var rec retrytest.Recorder
 			p := fast
 			p.Budget = b // one retry in reserve
-			p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-				mu.Lock()
-				defer mu.Unlock()
-				kinds = append(kinds, e.Kind.String())
-				if e.Kind == retry.EventDone {
-					done = e
-				}
-			})
+			p.Observer = &rec
 			c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 			start := time.Now()
 			_, err = getInstance(ctx, c)
@@ -81,13 +70,12 @@ func TestContextEndsInLowerLayersWait(t *testing.T) {
 			if n := f.calls.Load(); n != 1 {
 				t.Fatalf("server saw %d calls, want 1", n)
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			if want := []string{"attempt", "done"}; !slices.Equal(kinds, want) {
+			kinds, done := rec.Kinds(), rec.Last()
+			if want := []retry.EventKind{retry.EventAttempt, retry.EventDone}; !slices.Equal(kinds, want) {
 				t.Fatalf("retrygax's Observer told %v, want %v (no phantom retry)", kinds, want)
 			}
-			if done.Reason != retry.ReasonContext || !errors.Is(done.Err, context.Canceled) {
-				t.Fatalf("EventDone %+v: want ReasonContext and an error matching context.Canceled", done)
+			if d, _ := done.Done(); d.Reason != retry.ReasonContext || !errors.Is(d.Err, context.Canceled) {
+				t.Fatalf("EventDone %+v: want ReasonContext and an error matching context.Canceled", d)
 			}
 			if !b.AllowRetry() {
 				t.Fatal("the Budget's one retry was spent on a retry never sent")

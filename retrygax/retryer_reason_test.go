@@ -3,8 +3,6 @@ package retrygax_test
 import (
 	"context"
 	"errors"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,24 +14,8 @@ import (
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retrygax"
+	"github.com/retrykit/retry/retrytest"
 )
-
-// doneEvents keeps the EventDone and the first EventRetry a call reports.
-type doneEvents struct {
-	mu          sync.Mutex
-	done, retry *retry.Event
-}
-
-func (d *doneEvents) Observe(_ context.Context, e retry.Event) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	switch {
-	case e.Kind == retry.EventDone:
-		d.done = &e
-	case e.Kind == retry.EventRetry && d.retry == nil:
-		d.retry = &e
-	}
-}
 
 // A call whose context ends during an attempt gives up with ReasonContext
 // and the context's error, as retry.Do does, not as a permanent failure
@@ -46,15 +28,15 @@ func TestContextEndReportedAsContext(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // the client sees its context end first
 		return status.Error(codes.Unavailable, "down")
 	}})
-	var d doneEvents
+	var d retrytest.Recorder
 	p := fast
 	p.Observer = &d
 	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	if _, err := getInstance(ctx, c); status.Code(err) != codes.Canceled {
 		t.Fatalf("err %v, want CANCELLED", err)
 	}
-	if d.done == nil || d.done.Reason != retry.ReasonContext || !errors.Is(d.done.Err, context.Canceled) {
-		t.Fatalf("EventDone %+v: want ReasonContext and an error matching context.Canceled", d.done)
+	if done, ok := d.Done(); !ok || done.Reason != retry.ReasonContext || !errors.Is(done.Err, context.Canceled) {
+		t.Fatalf("EventDone %+v: want ReasonContext and an error matching context.Canceled", done)
 	}
 }
 
@@ -64,13 +46,13 @@ func TestRESTGatewayTimeoutNotAContextEnd(t *testing.T) {
 	for _, code := range []int{504, 499} {
 		var calls atomic.Int32
 		c := restClient(t, &calls, func(int) restAnswer { return restAnswer{code: code} }, nil)
-		var d doneEvents
+		var d retrytest.Recorder
 		p := fast
 		p.Observer = &d
 		c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p, retrygax.WithRetryStatus(func(int) bool { return false }))}
 		getInstance(t.Context(), c)
-		if d.done == nil || d.done.Reason != retry.ReasonPermanent {
-			t.Fatalf("%d: EventDone %+v: want ReasonPermanent", code, d.done)
+		if done, ok := d.Done(); !ok || done.Reason != retry.ReasonPermanent {
+			t.Fatalf("%d: EventDone %+v: want ReasonPermanent", code, done)
 		}
 	}
 }
@@ -85,15 +67,15 @@ func TestElapsedFromFirstFailureWithoutMaxElapsed(t *testing.T) {
 		}
 		return nil
 	}})
-	var d doneEvents
+	var d retrytest.Recorder
 	p := fast
 	p.Observer = &d
 	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	if _, err := getInstance(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
-	if d.retry == nil || d.retry.Elapsed >= 200*time.Millisecond {
-		t.Fatalf("first EventRetry %+v: want an Elapsed without the first attempt's 200ms", d.retry)
+	if first, ok := d.First(retry.EventRetry); !ok || first.Elapsed >= 200*time.Millisecond {
+		t.Fatalf("first EventRetry %+v: want an Elapsed without the first attempt's 200ms", first)
 	}
 }
 
@@ -104,16 +86,10 @@ func TestThrottledRetryReportsWaited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		mu     sync.Mutex
-		events []retry.Event
-	)
+	var rec retrytest.Recorder
 	p := fast
 	p.Throttle = th
-	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		events = append(events, e)
+	p.Observer = retry.Observers(&rec, retry.ObserverFunc(func(_ context.Context, e retry.Event) {
 		switch e.Kind {
 		case retry.EventRetry:
 			if e.Attempt == 1 {
@@ -122,22 +98,18 @@ func TestThrottledRetryReportsWaited(t *testing.T) {
 		case retry.EventThrottled:
 			th.Override(retry.ThrottleAllowAll) // let attempt 3 through
 		}
-	})
+	}))
 	c := grpcClient(t, &fakeRedis{script: failing(1, status.Error(codes.Unavailable, "down"))})
 	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	if _, err := getInstance(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	var first, throttled *retry.Event
-	for i := range events {
-		switch e := &events[i]; {
-		case e.Kind == retry.EventRetry && first == nil:
-			first = e
-		case e.Kind == retry.EventThrottled:
-			throttled = e
-		}
+	if e, ok := rec.First(retry.EventRetry); ok {
+		first = &e
+	}
+	if ts := rec.Of(retry.EventThrottled); len(ts) > 0 {
+		throttled = &ts[len(ts)-1]
 	}
 	if first == nil || throttled == nil || throttled.Waited != first.Delay || first.Delay == 0 {
 		t.Fatalf("first retry %+v, throttled attempt %+v: want the throttled attempt's Waited to be the first retry's Delay", first, throttled)
@@ -148,24 +120,13 @@ func TestThrottledRetryReportsWaited(t *testing.T) {
 // returns the Delay of every EventRetry.
 func retryDelays(t *testing.T, c *redis.CloudRedisClient, p retry.Policy, calls int) []time.Duration {
 	t.Helper()
-	var (
-		mu     sync.Mutex
-		delays []time.Duration
-	)
-	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-		if e.Kind == retry.EventRetry {
-			mu.Lock()
-			delays = append(delays, e.Delay)
-			mu.Unlock()
-		}
-	})
+	var rec retrytest.Recorder
+	p.Observer = &rec
 	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	for range calls {
 		getInstance(t.Context(), c)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	return slices.Clone(delays)
+	return rec.Waits()
 }
 
 // A server's RetryInfo wait is jittered (up to 10 % more, drawn afresh),

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/retrykit/retry/retrygax"
 	"github.com/retrykit/retry/retrygrpc"
 	"github.com/retrykit/retry/retryhttp"
+	"github.com/retrykit/retry/retrytest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -161,52 +161,33 @@ func TestGRPCBudget(t *testing.T) {
 	p := fast
 	p.MaxAttempts = 5
 	p.Budget = b // one retry in reserve
-	var reasons []retry.Reason
-	var mu sync.Mutex
-	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-		if e.Kind == retry.EventDone {
-			mu.Lock()
-			reasons = append(reasons, e.Reason)
-			mu.Unlock()
-		}
-	})
+	var rec retrytest.Recorder
+	p.Observer = &rec
 	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	getInstance(t.Context(), c)
 	if n := f.calls.Load(); n != 2 {
 		t.Fatalf("server saw %d calls, want 2 (one retry granted)", n)
 	}
-	if !slices.Equal(reasons, []retry.Reason{retry.ReasonBudget}) {
-		t.Fatalf("EventDone reasons = %v, want [budget]", reasons)
+	if n, reason := rec.Count(retry.EventDone), rec.Reason(); n != 1 || reason != retry.ReasonBudget {
+		t.Fatalf("%d EventDone, reason %v; want one, budget", n, reason)
 	}
 }
 
 func TestObserverEvents(t *testing.T) {
 	f := &fakeRedis{script: failing(1, status.Error(codes.Unavailable, "down"))}
 	c := grpcClient(t, f)
-	var (
-		mu     sync.Mutex
-		events []string
-		all    []retry.Event
-	)
+	var rec retrytest.Recorder
 	p := fast
-	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		s := e.Kind.String()
-		if e.Kind == retry.EventDone && e.Err == nil {
-			s += "(ok)"
-		}
-		events = append(events, s)
-		all = append(all, e)
-	})
+	p.Observer = &rec
 	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	if _, err := getInstance(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"attempt", "retry", "attempt", "done(ok)"}
-	if !slices.Equal(events, want) {
-		t.Fatalf("events = %v, want %v", events, want)
+	want := []string{"attempt/1", "retry/1", "attempt/2", "done/2(ok)"}
+	if got := events(&rec); !slices.Equal(got, want) {
+		t.Fatalf("events = %v, want %v", got, want)
 	}
+	all := rec.Events()
 	// Waited: none before the first attempt and its retry; the retry's
 	// Delay before the second attempt (reported as the retry is granted)
 	// and in the whole call.
@@ -375,18 +356,11 @@ func TestThrottleRejectsRetries(t *testing.T) {
 	for range 100_000 {
 		th.Record(false)
 	}
-	var (
-		mu    sync.Mutex
-		kinds []string
-	)
+	var rec retrytest.Recorder
 	p := fast
 	p.MaxAttempts = 3
 	p.Throttle = th
-	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		kinds = append(kinds, e.Kind.String())
-	})
+	p.Observer = &rec
 	f := &fakeRedis{script: failing(100, status.Error(codes.Unavailable, "down"))}
 	c := grpcClient(t, f)
 	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
@@ -396,9 +370,9 @@ func TestThrottleRejectsRetries(t *testing.T) {
 	if n := f.calls.Load(); n != 1 {
 		t.Fatalf("server saw %d calls, want 1: the retries were rejected locally", n)
 	}
-	want := []string{"attempt", "retry", "throttled", "retry", "throttled", "done"}
-	if !slices.Equal(kinds, want) {
-		t.Fatalf("events = %v, want %v", kinds, want)
+	want := []retry.EventKind{retry.EventAttempt, retry.EventRetry, retry.EventThrottled, retry.EventRetry, retry.EventThrottled, retry.EventDone}
+	if !slices.Equal(rec.Kinds(), want) {
+		t.Fatalf("events = %v, want %v", rec.Kinds(), want)
 	}
 }
 

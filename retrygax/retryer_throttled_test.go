@@ -3,28 +3,14 @@ package retrygax_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 
 	"github.com/googleapis/gax-go/v2"
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retrytest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
-
-// doneRecorder keeps the EventDone an Observer is told.
-type doneRecorder struct {
-	mu   sync.Mutex
-	done *retry.Event
-}
-
-func (d *doneRecorder) Observe(_ context.Context, e retry.Event) {
-	if e.Kind == retry.EventDone {
-		d.mu.Lock()
-		d.done = &e
-		d.mu.Unlock()
-	}
-}
 
 // rejectingThrottle returns a Throttle that rejects (almost) every request.
 func rejectingThrottle(t *testing.T) *retry.Throttle {
@@ -47,7 +33,7 @@ func TestThrottledDoneKeepsLastAttemptError(t *testing.T) {
 
 	// retry.Do, the reference: the Throttle lets the first attempt
 	// through (retry.Do asks it before every attempt) and then rejects.
-	var ref doneRecorder
+	var ref retrytest.Recorder
 	refTh, err := retry.NewThrottle(retry.ThrottleConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -62,11 +48,12 @@ func TestThrottledDoneKeepsLastAttemptError(t *testing.T) {
 		return backendErr
 	})
 	var refSt interface{ GRPCStatus() *status.Status }
-	if calls != 1 || ref.done == nil || !errors.As(ref.done.Err, &refSt) || refSt.GRPCStatus().Code() != codes.Unavailable {
-		t.Fatalf("reference: %d calls, EventDone %+v", calls, ref.done)
+	refDone, refOK := ref.Done()
+	if calls != 1 || !refOK || !errors.As(refDone.Err, &refSt) || refSt.GRPCStatus().Code() != codes.Unavailable {
+		t.Fatalf("reference: %d calls, EventDone %+v", calls, refDone)
 	}
 
-	var got doneRecorder
+	var got retrytest.Recorder
 	p.Throttle, p.Observer = rejectingThrottle(t), &got
 	f := &fakeRedis{script: failing(100, backendErr)}
 	c := grpcClient(t, f)
@@ -77,18 +64,17 @@ func TestThrottledDoneKeepsLastAttemptError(t *testing.T) {
 	if n := f.calls.Load(); n != 1 {
 		t.Fatalf("server saw %d calls, want 1", n)
 	}
-	got.mu.Lock()
-	defer got.mu.Unlock()
-	if got.done == nil {
+	gotDone, ok := got.Done()
+	if !ok {
 		t.Fatal("no EventDone")
 	}
-	t.Logf("retry.Do EventDone.Err: %v (reason %v, code %v)", ref.done.Err, ref.done.Reason, status.Code(ref.done.Err))
-	t.Logf("retrygax EventDone.Err: %v (reason %v)", got.done.Err, got.done.Reason)
-	if got.done.Reason != retry.ReasonAttempts || !errors.Is(got.done.Err, retry.ErrThrottled) {
-		t.Fatalf("EventDone %+v: want ReasonAttempts and ErrThrottled", got.done)
+	t.Logf("retry.Do EventDone.Err: %v (reason %v, code %v)", refDone.Err, refDone.Reason, status.Code(refDone.Err))
+	t.Logf("retrygax EventDone.Err: %v (reason %v)", gotDone.Err, gotDone.Reason)
+	if gotDone.Reason != retry.ReasonAttempts || !errors.Is(gotDone.Err, retry.ErrThrottled) {
+		t.Fatalf("EventDone %+v: want ReasonAttempts and ErrThrottled", gotDone)
 	}
 	var st interface{ GRPCStatus() *status.Status }
-	if !errors.As(got.done.Err, &st) || st.GRPCStatus().Code() != codes.Unavailable {
-		t.Errorf("EventDone.Err = %v: the failed attempt's UNAVAILABLE is lost (retry.Do's keeps it: %v)", got.done.Err, ref.done.Err)
+	if !errors.As(gotDone.Err, &st) || st.GRPCStatus().Code() != codes.Unavailable {
+		t.Errorf("EventDone.Err = %v: the failed attempt's UNAVAILABLE is lost (retry.Do's keeps it: %v)", gotDone.Err, refDone.Err)
 	}
 }

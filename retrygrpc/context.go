@@ -3,7 +3,6 @@ package retrygrpc
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 
 	"github.com/retrykit/retry"
 	"google.golang.org/grpc/codes"
@@ -40,30 +39,4 @@ func contextCode(err error) codes.Code {
 		return codes.Canceled
 	}
 	return codes.Unknown
-}
-
-// loopContext is the caller's context as retry.Do sees it when the
-// interceptor has made the loop's first attempt itself (a unary call's
-// first attempt with a plain policy, a stream's failure before its
-// retries) and hands that attempt's error to the loop as the first call of
-// op. retry.Do looks at the context once before its first attempt, as it
-// must when it makes that attempt; here the attempt was made, and its
-// outcome, the context's end after it included, is the loop's to judge
-// like any attempt's. So the first call of Err, which is that look (made
-// on the goroutine that called retry.Do, before op is first called), is
-// answered nil; every later call, and everything else, is the caller's
-// context's. Without it, a context that ended between the interceptor's
-// look and retry.Do's made the loop give up "after 0 attempts", with no
-// status and, for the Observer, an EventDone of attempt 0, for a call
-// whose attempt the server had answered.
-type loopContext struct {
-	context.Context
-	looked atomic.Bool
-}
-
-func (c *loopContext) Err() error {
-	if !c.looked.Load() && c.looked.CompareAndSwap(false, true) {
-		return nil
-	}
-	return c.Context.Err()
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"sync"
-	"time"
 
 	"github.com/retrykit/retry"
 	"google.golang.org/grpc"
@@ -79,31 +78,29 @@ var errStreamAttemptTimeout = errors.New("retrygrpc: StreamClientInterceptor: Po
 // error that matches the context's, whose status is CANCELLED or
 // DEADLINE_EXCEEDED, wrapping the *retry.Error.
 //
-// The loop is retry.Do's, started at the first failure with that failure
-// as its first attempt: MaxAttempts and MaxElapsed count from the start of
-// the stream (so does the Elapsed of the Observer's events and of the
-// *retry.Error with MaxElapsed, as in retry.Do; without it, from the first
-// failure; the Logger's elapsed always counts from the first failure), and
-// Budget, the nesting rule and the Observer apply (the
-// Observer hears of a stream only when an attempt fails with an error
-// that is retried or refused; the Budget counts every first attempt once,
-// as retry.Do does: through that loop, or, for a stream that does not
-// enter it, when the stream commits or its first attempt fails). The
-// Throttle is asked before each attempt and told each attempt's outcome,
-// judged as retry.Do judges it (ThrottleConfig.Accepted when set, the
-// overload codes when not; grpc-go's own RESOURCE_EXHAUSTED for a message
-// over grpc.MaxCallSendMsgSize is no overload); an attempt that it
-// rejects reaches the Observer as EventThrottled and is not counted by
-// the Budget, as in retry.Do. When opening the stream failed and was
-// retried, and the stream then fails again before committing (in
-// RecvMsg), a second retry.Do continues with the attempts and time left:
-// the Observer sees its attempts numbered from 1 again and the Budget
-// counts one more first attempt. A stream that commits during the wait
-// before a retry ends the loop without sending that retry, but retry.Do
-// has already taken it from the Budget (a retry granted and not sent
-// still counts) and, once the wait ends, announces it to the Observer as
-// EventAttempt (asking the Throttle, when set, first) and, when an earlier
-// retry was sent, counts it in the *retry.Error's Attempts.
+// Each stream is one retry.Loop (the loop retry.Do is built on), from
+// NewStream until the stream commits or the loop gives up; a retry in
+// NewStream and one in RecvMsg are attempts of that same loop. So
+// MaxAttempts, MaxElapsed, Budget, Throttle, the nesting rule, the
+// Observer and the Logger apply as in retry.Do: the Throttle is asked
+// before each attempt (one it rejects is not sent, reaches the Observer as
+// EventThrottled and is not counted by the Budget) and told each attempt's
+// outcome as soon as it is known, judged as retry.Do judges it
+// (ThrottleConfig.Accepted when set, the overload codes when not;
+// grpc-go's own RESOURCE_EXHAUSTED for a message over
+// grpc.MaxCallSendMsgSize is no overload); Elapsed counts from the start
+// of the stream with MaxElapsed, and from the first failure without it.
+// The Observer hears EventAttempt as each attempt begins and EventDone
+// once, when the stream's outcome ends the loop: its first response or
+// response headers (success), or the error of a stream that commits or is
+// not retried; it comes on the goroutine that learns that outcome
+// (RecvMsg, Header or SendMsg) with the stream's lock held, so an Observer
+// or Logger must not call the stream's methods. A stream that commits
+// during the wait before a retry ends the loop without sending that
+// retry, which the loop has already taken from the Budget (a retry granted
+// and not sent still counts); it is begun (the Throttle asked, the
+// Observer told EventAttempt), ended unsent, and counted in the
+// *retry.Error's Attempts when an earlier retry was sent.
 func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientInterceptor {
 	c := newConfig(opts)
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
@@ -128,29 +125,27 @@ func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientIn
 		}
 		s := &stream{
 			ctx: ctx, actx: actx, c: c, p: p, desc: desc, cc: cc, method: method,
-			streamer: streamer, opts: callOpts, start: time.Now(), attempts: 1,
+			streamer: streamer, opts: callOpts,
 		}
 		s.cond.L = &s.mu
-		var (
-			err       error
-			throttled bool
-		)
-		if t := p.Throttle; t != nil && !t.Allow() {
-			err, throttled = retry.ErrThrottled, true // not sent: not counted by the next HeaderPreviousAttempts
-		} else if err = s.open(actx, &s.first); err != nil && !retriedCode(err) {
-			// Not retried, and nothing for enclosing layers to learn:
-			// grpc-go's error unchanged. An error that the server's answer
-			// refused goes through episode, as in recv, and comes back as
-			// a *retry.Error; so does one after which the caller's context
-			// ended (the loop reports that end).
-			s.mu.Lock()
-			s.countFirstLocked()
-			s.mu.Unlock()
-			return nil, original(err)
-		}
+		s.loop = s.p.Loop()
 		s.cur = &s.first
+		_, err := s.loop.Begin(ctx) // retry.ErrThrottled: not sent, not counted by the next HeaderPreviousAttempts
+		if err == nil {
+			if err = s.open(actx, &s.first); err != nil && !retriedCode(err) {
+				// Not retried, and nothing for enclosing layers to learn:
+				// grpc-go's error unchanged. An error that the server's
+				// answer refused goes through episode, as in recv, and
+				// comes back as a *retry.Error; so does one after which
+				// the caller's context ended (the loop reports that end).
+				s.mu.Lock()
+				s.finishLocked(err)
+				s.mu.Unlock()
+				return nil, original(err)
+			}
+		}
 		if err != nil {
-			a, err := s.episode(err, throttled, nil)
+			a, err := s.episode(err, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -162,15 +157,21 @@ func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientIn
 
 // stream is a grpc.ClientStream that retries until it commits.
 //
-// Lock discipline. The fields above mu, but for attempts and previous,
-// are set by NewStream before it returns s and only read after (by any
-// goroutine, without a lock). attempts and previous belong to the
-// goroutine that retries, without a lock: the NewStream goroutine until
-// NewStream returns s, then the goroutine in RecvMsg (NewStream's return
-// happens before any RecvMsg, and grpc-go's ClientStream contract forbids
-// concurrent RecvMsg calls). The fields below mu are guarded by mu, with
-// the exceptions noted. No lock is held across a call into the stream
-// below (SendMsg, RecvMsg, Header, CloseSend, opening one).
+// Lock discipline. The fields above mu, but for previous and loop, are
+// set by NewStream before it returns s and only read after (by any
+// goroutine, without a lock). previous belongs to the goroutine that
+// retries, without a lock: the NewStream goroutine until NewStream
+// returns s, then the goroutine in RecvMsg (NewStream's return happens
+// before any RecvMsg, and grpc-go's ClientStream contract forbids
+// concurrent RecvMsg calls). loop belongs to that goroutine too, with one
+// exception: record, under mu, tells it the outcome of the current
+// attempt the first time that outcome is known, and ends it (finishLocked)
+// when the stream has committed. The goroutine that retries therefore
+// uses loop only before it publishes an attempt (as s.cur) or after
+// record has told the loop that attempt's outcome, and checks ended under
+// mu before it goes on. The fields below mu are guarded by mu, with the
+// exceptions noted. No lock is held across a call into the stream below
+// (SendMsg, RecvMsg, Header, CloseSend, opening one).
 type stream struct {
 	ctx      context.Context // the caller's
 	actx     context.Context // the attempts': ctx without the caller's grpc-previous-rpc-attempts
@@ -181,9 +182,8 @@ type stream struct {
 	method   string
 	streamer grpc.Streamer
 	opts     []grpc.CallOption
-	start    time.Time
-	attempts int // attempts made, sent or rejected by the Throttle; owned by the goroutine that retries (see above)
-	previous int // attempts sent to the server, for HeaderPreviousAttempts; idem
+	previous int        // attempts sent to the server, for HeaderPreviousAttempts (see above)
+	loop     retry.Loop // the stream's retry loop, on s.p (see above)
 
 	mu   sync.Mutex
 	cond sync.Cond // on mu: broadcast when sending or replaying turns false
@@ -202,9 +202,12 @@ type stream struct {
 	// counted). Until it returns, the message may yet fail on the client
 	// and commit the stream: settle and episode's switch to a new attempt
 	// wait for it.
-	sending    bool
-	replaying  bool // replay is sending the buffer on cur
-	budgeted   bool // the first attempt was counted by the Budget (or by a retry.Do of episode)
+	sending   bool
+	replaying bool // replay is sending the buffer on cur
+	// ended: the loop ended (Succeeded, or Failed with the error that
+	// stopped it); stop is that error, nil after Succeeded.
+	ended      bool
+	stop       error
 	buf        []proto.Message
 	bufSize    int
 	sendClosed bool
@@ -251,18 +254,24 @@ func (s *stream) recv(m any) error {
 	}
 	ferr := s.failed(a, err)
 	if !retriedCode(ferr) {
-		s.commit()
+		s.mu.Lock()
+		s.commitLocked()
+		s.finishLocked(ferr)
+		s.mu.Unlock()
 		return err
 	}
 	if s.settle() {
 		// A concurrent SendMsg failed on the client and committed.
+		s.mu.Lock()
+		s.finishLocked(retry.Permanent(ferr))
+		s.mu.Unlock()
 		return err
 	}
 	// Retryable, or refused by the server: the loop retries the one and
 	// returns the other as a *retry.Error, for enclosing retry layers (and
 	// reports a context that has ended since the failure).
 	var recvErr error
-	_, rerr := s.episode(ferr, false, func(a *attempt) error {
+	_, rerr := s.episode(ferr, func(a *attempt) error {
 		err := a.cs.RecvMsg(m)
 		if err == nil || err == io.EOF {
 			s.commit()

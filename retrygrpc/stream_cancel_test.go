@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retrygrpc"
+	"github.com/retrykit/retry/retrytest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -21,27 +21,16 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// events records the kinds of the events an Observer is told, and the
-// attempt of each EventDone.
-type events struct {
-	mu    sync.Mutex
-	kinds []string
-	done  []int // Event.Attempt of each EventDone
-}
-
-func (e *events) Observe(_ context.Context, ev retry.Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.kinds = append(e.kinds, ev.Kind.String())
-	if ev.Kind == retry.EventDone {
-		e.done = append(e.done, ev.Attempt)
+// kindsAndDone returns the kinds of the events r recorded, and the attempt
+// of each EventDone.
+func kindsAndDone(r *retrytest.Recorder) (kinds []string, done []int) {
+	for _, e := range r.Events() {
+		kinds = append(kinds, e.Kind.String())
+		if e.Kind == retry.EventDone {
+			done = append(done, e.Attempt)
+		}
 	}
-}
-
-func (e *events) get() ([]string, []int) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]string(nil), e.kinds...), append([]int(nil), e.done...)
+	return kinds, done
 }
 
 // alwaysUnavailable is a server that answers every unary call and every
@@ -109,7 +98,7 @@ func TestCancelDuringWaitEndsWithContext(t *testing.T) {
 				name := fmt.Sprintf("stream=%v/observer=%v/attempts=%d", stream, observed, tc.attempts)
 				t.Run(name, func(t *testing.T) {
 					synctest.Test(t, func(t *testing.T) {
-						var ev events
+						var ev retrytest.Recorder
 						p := retry.Policy{Initial: time.Second, MaxAttempts: 5}
 						if observed {
 							p.Observer = &ev
@@ -128,7 +117,7 @@ func TestCancelDuringWaitEndsWithContext(t *testing.T) {
 						if got := s.Calls(method); got != tc.attempts {
 							t.Fatalf("server saw %d attempts, want %d", got, tc.attempts)
 						}
-						if kinds, done := ev.get(); observed && (len(done) != 1 || done[0] != tc.attempts || kinds[len(kinds)-2] != "retry") {
+						if kinds, done := kindsAndDone(&ev); observed && (len(done) != 1 || done[0] != tc.attempts || kinds[len(kinds)-2] != "retry") {
 							t.Fatalf("Observer told %v (EventDone attempts %v): want a retry, then done at attempt %d", kinds, done, tc.attempts)
 						}
 					})
@@ -172,7 +161,7 @@ func TestContextEndingAtEveryLook(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		for _, observed := range []bool{false, true} {
 			t.Run(fmt.Sprintf("stream=%v/observer=%v", stream, observed), func(t *testing.T) {
-				var ev events
+				var ev retrytest.Recorder
 				p := retry.Policy{Initial: time.Millisecond, MaxDelay: time.Millisecond, MaxAttempts: 3}
 				if observed {
 					p.Observer = &ev
@@ -186,7 +175,7 @@ func TestContextEndingAtEveryLook(t *testing.T) {
 				ended, ranOut := 0, false // calls that the context ended; one whose attempts ran out first
 				for n := int64(1); n <= 60 && !ranOut; n++ {
 					before := s.Calls(method)
-					ev = events{}
+					ev.Reset()
 					ctx := newCountdown(t.Context(), n)
 					err := callOrStream(ctx, cc, stream)
 					ctx.cancel()
@@ -213,7 +202,7 @@ func TestContextEndingAtEveryLook(t *testing.T) {
 							t.Fatalf("n=%d: err = %v after %d attempts the server saw", n, err, sent)
 						}
 					}
-					if kinds, done := ev.get(); observed {
+					if kinds, done := kindsAndDone(&ev); observed {
 						attempts := 0
 						for _, k := range kinds {
 							if k == "attempt" {
@@ -311,7 +300,7 @@ func TestDeadlineAfterRetriedFailure(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := retry.Policy{Initial: time.Second, MaxAttempts: 3}
 			if observed {
-				p.Observer = &events{}
+				p.Observer = &retrytest.Recorder{}
 			}
 			hold := grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 				err := invoker(ctx, method, req, reply, cc, opts...)

@@ -10,7 +10,6 @@ import (
 func (s *stream) commitLocked() {
 	s.committed = true
 	s.buf, s.bufSize = nil, 0
-	s.countFirstLocked()
 }
 
 // settle waits for a SendMsg in flight (one with a kept message: see

@@ -2,10 +2,8 @@ package retrygrpc
 
 import (
 	"context"
-	"errors"
 	"io"
 	"strconv"
-	"time"
 
 	"github.com/retrykit/retry"
 	"google.golang.org/grpc"
@@ -61,12 +59,12 @@ func (s *stream) open(ctx context.Context, a *attempt) error {
 	return nil
 }
 
-// episode retries after the attempt that failed with ferr (already
-// classified; throttled: the Throttle rejected it, unsent) until an
-// attempt gets past probe, which is nil when opening is enough and
-// otherwise runs on the new stream. It returns that attempt. It runs on
-// the goroutine that retries (NewStream's, or RecvMsg's when probe is
-// set).
+// episode retries, on the stream's loop, after the attempt that failed
+// with ferr (already classified and recorded; retry.ErrThrottled when the
+// Throttle rejected it, unsent) until an attempt gets past probe, which is
+// nil when opening is enough and otherwise runs on the new stream. It
+// returns that attempt. It runs on the goroutine that retries
+// (NewStream's, or RecvMsg's when probe is set).
 //
 // Each retry opens its stream with a context of its own (attempt.cancel),
 // cancelled when the attempt fails and a retry may follow, when it is
@@ -74,142 +72,48 @@ func (s *stream) open(ctx context.Context, a *attempt) error {
 // SendMsg).
 //
 // A stream that commits during the wait before a retry (a SendMsg on
-// another goroutine) ends the loop at that retry, which is not opened:
-// retry.Do has already withdrawn it from the Budget (a retry granted and
-// not sent still counts, as for Budget.AllowRetry), and announces it to
-// the Observer (EventAttempt; with a Throttle, its Allow decides first)
-// and counts it in its *retry.Error before op can tell that the stream
-// committed.
-func (s *stream) episode(ferr error, throttled bool, probe func(*attempt) error) (*attempt, error) {
-	pe := s.p
-	pe.Throttle, pe.AttemptTimeout = nil, 0 // the Throttle: see below
-	if max := pe.MaxAttempts; max != retry.Unlimited {
-		if max == 0 {
-			max = retry.DefaultMaxAttempts
-		}
-		pe.MaxAttempts = max - s.attempts + 1 // the failed attempt counts as the first
-	}
-	// With MaxElapsed, retry.Do counts Elapsed from before the first
-	// attempt: the time the stream ran before this retry.Do is added to
-	// the Elapsed it reports, and to its *retry.Error's.
-	var off time.Duration
-	if pe.MaxElapsed > 0 {
-		off = time.Since(s.start)
-		pe.MaxElapsed = max(pe.MaxElapsed-off, 1)
-	}
-	user := s.p.Retryable
-	pe.Retryable = func(err error) bool {
-		return errors.Is(err, retry.ErrThrottled) || user == nil || user(err)
-	}
-	s.mu.Lock()
-	s.budgeted = true // retry.Do counts the failed attempt as the first (unless throttled, as it would)
-	s.mu.Unlock()
-
-	// retry.Do cannot hold the Throttle: it would ask it again about the
-	// attempt that already failed and tell it that attempt's outcome again,
-	// and a stream's outcome comes after op returns (at its first
-	// response), when record tells it. So the Throttle is asked here, when
-	// retry.Do announces an attempt to the Observer (EventAttempt, right
-	// before it calls op), and a rejection reaches the Observer as
-	// retry.Do reports one: EventThrottled instead of EventAttempt. A
-	// first attempt that the Throttle rejected goes to retry.Do through a
-	// Throttle of its own that rejects it once, so that retry.Do reports it
-	// and does not count it for the Budget, as it does a rejected attempt.
-	//
-	// gated and allowed are shared by the Observer below and op without a
-	// lock: retry.Do calls the Observer on the goroutine that called it,
-	// which is the one that runs op (do.go: attempt reports EventAttempt
-	// and then calls op, both synchronously; retryLoop calls attempt on
-	// Do's goroutine).
-	t := s.p.Throttle
+// another goroutine) ends the loop at that retry, which is not opened: the
+// loop has already withdrawn it from the Budget (a retry granted and not
+// sent still counts, as for Budget.AllowRetry), and it is begun (the
+// Throttle asked, the Observer told) and ended unsent, so that the
+// *retry.Error counts it when an earlier retry was sent.
+func (s *stream) episode(ferr error, probe func(*attempt) error) (*attempt, error) {
+	l := &s.loop
 	var (
-		gated   int  // the attempt whose Throttle decision allowed holds, numbered as by retry.Do
-		allowed bool // t let attempt gated through
+		err    = ferr // the error of the attempt being judged
+		last   = ferr // the error of the last attempt sent
+		opened int    // attempts of this episode opened, and not abandoned
 	)
-	if t != nil {
-		var once *retry.Throttle
-		if throttled {
-			once = rejectOnce()
-			pe.Throttle = once
+	for {
+		if _, stop := l.Failed(s.ctx, err); stop != nil {
+			return nil, s.stopped(stop)
 		}
-		obs := s.p.Observer
-		pe.Observer = retry.ObserverFunc(func(ctx context.Context, e retry.Event) {
-			switch {
-			case once != nil && e.Kind == retry.EventThrottled && e.Attempt == 1:
-				once.Override(retry.ThrottleAllowAll) // let every later attempt through: t decides
-			case e.Kind == retry.EventAttempt && e.Attempt > 1:
-				gated, allowed = e.Attempt, t.Allow()
-				if !allowed {
-					e = retry.Event{Kind: retry.EventThrottled, Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, Err: retry.ErrThrottled, Waited: e.Waited}
-				}
-			}
-			if obs != nil {
-				obs.Observe(ctx, e)
-			}
-		})
-	}
-
-	added := false // off was added to the *retry.Error the Observer was given
-	if off > 0 && pe.Observer != nil {
-		obs := pe.Observer
-		pe.Observer = retry.ObserverFunc(func(ctx context.Context, e retry.Event) {
-			if e.Kind == retry.EventRetry || e.Kind == retry.EventBudgetRefused || e.Kind == retry.EventDone && e.Err != nil {
-				e.Elapsed += off
-			}
-			if re, ok := e.Err.(*retry.Error); ok && e.Kind == retry.EventDone && !added {
-				re.Elapsed += off // the error the stream returns: one Elapsed
-				added = true
-			}
-			obs.Observe(ctx, e)
-		})
-	}
-
-	var (
-		out     *attempt
-		calls   int    // calls of op
-		last    = ferr // the error of the last attempt sent
-		opened  int    // attempts of this episode opened, and not abandoned
-		aborted bool   // the stream committed during the episode
-	)
-	// The loop's first attempt is the one that failed (or that the
-	// Throttle rejected), already made: retry.Do must judge it, even when
-	// the caller's context has ended since (see loopContext).
-	err := retry.Do(&loopContext{Context: s.ctx}, pe, func(context.Context) error {
-		calls++
-		n := calls // the attempt, numbered as by retry.Do
-		if throttled {
-			n++ // retry.Do made attempt 1 without op
-		} else if n == 1 {
-			return ferr
+		if stop := l.Wait(s.ctx); stop != nil {
+			return nil, s.stopped(stop)
 		}
 		s.mu.Lock()
 		committed := s.committed
 		s.mu.Unlock()
 		if committed {
-			aborted = true
-			return retry.Permanent(last)
+			// The retry granted is begun and ended unsent.
+			if _, err := l.Begin(s.ctx); err == nil {
+				l.Unseen()
+			}
+			return nil, s.abort(last, ferr, opened)
 		}
-		s.attempts++
-		if t != nil {
-			if gated != n {
-				allowed = t.Allow() // not announced (no EventAttempt): decide here
-			}
-			gated = 0
-			if !allowed {
-				return retry.ErrThrottled // not sent: not counted by the next HeaderPreviousAttempts
-			}
+		if _, err = l.Begin(s.ctx); err != nil {
+			continue // rejected by the Throttle: not sent, not counted by the next HeaderPreviousAttempts
 		}
 		opened++
 		actx, cancel := context.WithCancel(s.actx)
 		a := &attempt{cancel: cancel}
-		if err := s.open(actx, a); err != nil {
+		if err = s.open(actx, a); err != nil {
 			cancel()
 			last = err
-			return err
+			continue
 		}
 		if probe == nil {
-			out = a // NewStream makes it current: no one else sees s yet
-			return nil
+			return a, nil // NewStream makes it current: no one else sees s yet
 		}
 		cs := a.cs
 		s.mu.Lock()
@@ -229,8 +133,8 @@ func (s *stream) episode(ferr error, throttled bool, probe func(*attempt) error)
 			// request (the Throttle is not told of it).
 			s.mu.Unlock()
 			cancel()
-			aborted, opened = true, opened-1
-			return retry.Permanent(last)
+			l.Unseen()
+			return nil, s.abort(last, ferr, opened-1)
 		}
 		replaced := s.cur
 		s.cur = a
@@ -243,45 +147,57 @@ func (s *stream) episode(ferr error, throttled bool, probe func(*attempt) error)
 		} else if closeSend {
 			cs.CloseSend()
 		}
-		err := probe(a)
-		if err == nil {
-			return nil
+		if err = probe(a); err == nil {
+			return a, nil // committed: record ended the loop
 		}
-		ferr := s.failed(a, err)
-		if !retry.IsPermanent(ferr) {
+		err = s.failed(a, err)
+		s.mu.Lock()
+		ended, stop := s.ended, s.stop
+		s.mu.Unlock()
+		if ended {
+			// The stream committed before a failed (its headers, or a
+			// SendMsg that failed on the client): record ended the loop,
+			// with Succeeded when the headers came through Header.
+			if stop == nil {
+				return nil, original(err)
+			}
+			return nil, result(stop)
+		}
+		if !retry.IsPermanent(err) {
 			// A retry may follow: end this attempt, and with it its
 			// replay, before the next one starts.
 			cancel()
 			if s.settle() {
-				return retry.Permanent(ferr)
+				err = retry.Permanent(err)
 			}
 		}
-		last = ferr
-		return ferr
-	})
-	if re, ok := err.(*retry.Error); ok && off > 0 && !added {
-		re.Elapsed += off
+		last = err
 	}
-	if err != nil {
-		if aborted && opened == 0 {
-			// The stream committed before any retry was sent: RecvMsg
-			// returns the failure it saw, as without the interceptor.
-			return nil, original(ferr)
-		}
-		return nil, result(err)
-	}
-	return out, nil
 }
 
-// rejectOnce returns a Throttle that rejects every attempt until it is
-// overridden (episode then lets every attempt through).
-func rejectOnce() *retry.Throttle {
-	th, err := retry.NewThrottle(retry.ThrottleConfig{})
-	if err != nil {
-		panic(err) // unreachable: the zero config is valid
+// abort ends the loop after the stream committed during an episode,
+// before the retry that the loop granted was sent (the loop's current
+// attempt is that retry, begun and unseen, or rejected by the Throttle):
+// last is the error of the last attempt sent, ferr the failure that
+// started the episode, opened the number of its attempts that were opened.
+// When none was, RecvMsg returns the failure it saw, as without the
+// interceptor.
+func (s *stream) abort(last, ferr error, opened int) error {
+	_, stop := s.loop.Failed(s.ctx, retry.Permanent(last))
+	err := s.stopped(stop)
+	if opened == 0 {
+		return original(ferr)
 	}
-	th.Override(retry.ThrottleRejectAll)
-	return th
+	return err
+}
+
+// stopped marks the loop ended by the goroutine that retries, with stop,
+// and returns the interceptor's error for it.
+func (s *stream) stopped(stop error) error {
+	s.mu.Lock()
+	s.ended = true
+	s.mu.Unlock()
+	return result(stop)
 }
 
 // replay sends msgs, the messages that the client sent before cs replaced

@@ -8,12 +8,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/fleetseam"
 	"github.com/retrykit/retry/retrygrpc"
+	"github.com/retrykit/retry/retrytest"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -439,17 +440,9 @@ func TestStreamRetryContextEndsAfterSendError(t *testing.T) {
 func TestStreamElapsedFromStartWithMaxElapsed(t *testing.T) {
 	const first = 200 * time.Millisecond
 	for _, okAfter := range []int{2, 0} { // succeeds at the second attempt; never
-		var (
-			mu     sync.Mutex
-			events []retry.Event
-		)
+		var rec retrytest.Recorder
 		p := retry.Policy{Initial: time.Millisecond, Multiplier: 1, MaxDelay: time.Millisecond, Jitter: retry.NoJitter(),
-			MaxAttempts: 3, MaxElapsed: 10 * time.Second,
-			Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-				mu.Lock()
-				events = append(events, e)
-				mu.Unlock()
-			})}
+			MaxAttempts: 3, MaxElapsed: 10 * time.Second, Observer: &rec}
 		s := &echoServer{bidi: func(n int, st grpc.ServerStream) error {
 			if n == 1 {
 				time.Sleep(first)
@@ -467,9 +460,8 @@ func TestStreamElapsedFromStartWithMaxElapsed(t *testing.T) {
 		cs.SendMsg(wrapperspb.String("a"))
 		cs.CloseSend()
 		_, err = recvAll(cs)
-		mu.Lock()
 		var retries, dones []retry.Event
-		for _, e := range events {
+		for _, e := range rec.Events() {
 			switch e.Kind {
 			case retry.EventRetry:
 				retries = append(retries, e)
@@ -477,7 +469,6 @@ func TestStreamElapsedFromStartWithMaxElapsed(t *testing.T) {
 				dones = append(dones, e)
 			}
 		}
-		mu.Unlock()
 		if len(retries) == 0 || retries[0].Elapsed < first {
 			t.Errorf("okAfter %d: first EventRetry %+v: want an Elapsed with the first attempt's %v", okAfter, retries, first)
 		}
@@ -487,5 +478,63 @@ func TestStreamElapsedFromStartWithMaxElapsed(t *testing.T) {
 				t.Errorf("gave up with %v (Elapsed %v), EventDone %+v: want one Elapsed, with the first attempt's %v", err, re, dones, first)
 			}
 		}
+	}
+}
+
+// A stream is one retry loop from NewStream on: a retry in RecvMsg after
+// one in NewStream continues it (attempts numbered on, the Budget counting
+// the stream's first attempt once), and the Observer hears every stream,
+// one that never failed included: EventAttempt as each attempt begins and
+// one EventDone when its outcome is known. Opening fails once (an
+// interceptor below the retrying one), then the server fails the first
+// stream it sees.
+func TestStreamOneLoop(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		openFails    bool
+		serverFails  bool
+		want         []string // the kinds of the Observer's events
+		firstRetries [2]int64 // the Budget's counts: first attempts, retries
+	}{
+		{"no failure", false, false, []string{"attempt", "done"}, [2]int64{1, 0}},
+		{"recv", false, true, []string{"attempt", "retry", "attempt", "done"}, [2]int64{1, 1}},
+		{"open then recv", true, true, []string{"attempt", "retry", "attempt", "retry", "attempt", "done"}, [2]int64{1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := retry.NewBudget(retry.BudgetConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ev events
+			p := fast
+			p.Budget, p.Observer = b, &ev
+			var opens sync.Mutex
+			opened := 0
+			failOpen := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				opens.Lock()
+				opened++
+				n := opened
+				opens.Unlock()
+				if tc.openFails && n == 1 {
+					return nil, status.Error(codes.Unavailable, "not opened")
+				}
+				return streamer(ctx, desc, cc, method, opts...)
+			}
+			s := &echoServer{bidi: func(n int, st grpc.ServerStream) error {
+				if tc.serverFails && n == 1 {
+					return status.Error(codes.Unavailable, "down")
+				}
+				return echoAll(st)
+			}}
+			cc := serve(t, s, append(retrygrpc.DialOptions(p), grpc.WithChainStreamInterceptor(failOpen))...)
+			streamEcho(t, t.Context(), cc)
+			attempts := (len(tc.want) + 1) / 2
+			if kinds, done := ev.get(); !slices.Equal(kinds, tc.want) || len(done) != 1 || done[0] != attempts {
+				t.Errorf("Observer told %v (EventDone attempts %v), want %v (EventDone attempt %d)", kinds, done, tc.want, attempts)
+			}
+			if first, retries := fleetseam.BudgetOf[*retry.Budget]().LocalCounts(b); first != tc.firstRetries[0] || retries != tc.firstRetries[1] {
+				t.Errorf("Budget counted %d first attempts and %d retries, want %d and %d", first, retries, tc.firstRetries[0], tc.firstRetries[1])
+			}
+		})
 	}
 }

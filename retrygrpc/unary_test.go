@@ -14,6 +14,7 @@ import (
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retrygrpc"
+	"github.com/retrykit/retry/retrytest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -452,23 +453,16 @@ func TestUnaryNoExtraAllocs(t *testing.T) {
 
 // The policy's Observer sees the interceptor's attempts as retry.Do's.
 func TestUnaryObserver(t *testing.T) {
-	var (
-		mu     sync.Mutex
-		events []string
-	)
+	var rec retrytest.Recorder
 	p := fast
-	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		events = append(events, e.Kind.String())
-	})
+	p.Observer = &rec
 	s := &echoServer{unary: failFirst(1, status.Error(codes.Unavailable, "down"))}
 	cc := serve(t, s, retrygrpc.DialOptions(p)...)
 	if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"attempt", "retry", "attempt", "done"}; !slices.Equal(events, want) {
-		t.Fatalf("events = %v, want %v", events, want)
+	if want := []retry.EventKind{retry.EventAttempt, retry.EventRetry, retry.EventAttempt, retry.EventDone}; !slices.Equal(rec.Kinds(), want) {
+		t.Fatalf("events = %v, want %v", rec.Kinds(), want)
 	}
 }
 
@@ -772,25 +766,14 @@ func TestEndedContextKeepsStatus(t *testing.T) {
 // pushed back together do not come back together.
 func TestPushbackJittered(t *testing.T) {
 	const hint = 5 * time.Millisecond
-	var (
-		mu     sync.Mutex
-		delays []time.Duration
-	)
-	p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 2, // no wait of its own: the hint's alone
-		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-			if e.Kind == retry.EventRetry {
-				mu.Lock()
-				delays = append(delays, e.Delay)
-				mu.Unlock()
-			}
-		})}
+	var rec retrytest.Recorder
+	p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 2, Observer: &rec} // no wait of its own: the hint's alone
 	s := &echoServer{unary: withPushback(1<<30, "5")}
 	cc := serve(t, s, retrygrpc.DialOptions(p)...)
 	for range 10 {
 		callUnary(t.Context(), cc, methodUnary)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	delays := rec.Waits()
 	distinct := map[time.Duration]bool{}
 	for _, d := range delays {
 		distinct[d] = true

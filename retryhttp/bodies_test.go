@@ -17,6 +17,7 @@ import (
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retryhttp"
+	"github.com/retrykit/retry/retrytest"
 )
 
 // trailerBody is a request body that, as net/http documents for request
@@ -358,13 +359,9 @@ func TestGetBodyFailure(t *testing.T) {
 	}
 	t.Run("after a response", func(t *testing.T) {
 		s, srv := newScript(t, 503, 200)
-		var done error
+		var rec retrytest.Recorder
 		p := fast
-		p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-			if e.Kind == retry.EventDone {
-				done = e.Err
-			}
-		})
+		p.Observer = &rec
 		c := client(t, &retryhttp.Transport{Policy: p})
 		resp, err := c.Do(newReq(srv.URL))
 		if err != nil {
@@ -375,8 +372,8 @@ func TestGetBodyFailure(t *testing.T) {
 		if resp.StatusCode != 503 || string(b) != "status Service Unavailable" || s.n() != 1 {
 			t.Fatalf("status %d body %q after %d sends", resp.StatusCode, b, s.n())
 		}
-		if !errors.Is(done, errNoRewind) {
-			t.Fatalf("the loop ended with %v; want it to wrap the GetBody error", done)
+		if done, _ := rec.Done(); !errors.Is(done.Err, errNoRewind) {
+			t.Fatalf("the loop ended with %v; want it to wrap the GetBody error", done.Err)
 		}
 	})
 	t.Run("after a transport error", func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retryhttp"
+	"github.com/retrykit/retry/retrytest"
 )
 
 func TestNotRetried(t *testing.T) {
@@ -92,19 +93,16 @@ func TestTransportErrors(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	var events []retry.Event
+	var rec retrytest.Recorder
 	p := fast
-	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-		if e.Kind == retry.EventRetry {
-			events = append(events, e)
-		}
-	})
+	p.Observer = &rec
 	c := client(t, &retryhttp.Transport{Policy: p})
 	_, err = c.Post("http://user:secret@"+addr+"/x?token=abc", "text/plain", strings.NewReader("b"))
 	var re *retry.Error
 	if !errors.As(err, &re) || re.Attempts != 4 || re.Reason != retry.ReasonAttempts {
 		t.Fatalf("err %v", err)
 	}
+	events := rec.Of(retry.EventRetry)
 	if len(events) != 3 {
 		t.Fatalf("%d events", len(events))
 	}

@@ -1,7 +1,6 @@
 package retryhttp_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retryhttp"
+	"github.com/retrykit/retry/retrytest"
 )
 
 // chain starts C (always 503) and services B and A in front of it, each
@@ -131,12 +131,8 @@ func TestGiveUpReasonOfResponses(t *testing.T) {
 			defer srv.Close()
 			base := &http.Transport{}
 			defer base.CloseIdleConnections()
-			var reasons []retry.Reason
-			p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 3, Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-				if e.Kind == retry.EventDone {
-					reasons = append(reasons, e.Reason)
-				}
-			})}
+			var rec retrytest.Recorder
+			p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 3, Observer: &rec}
 			resp, err := (&http.Client{Transport: &retryhttp.Transport{Base: base, Policy: p}}).Get(srv.URL)
 			if err != nil {
 				t.Fatal(err)
@@ -145,8 +141,8 @@ func TestGiveUpReasonOfResponses(t *testing.T) {
 			if resp.StatusCode != http.StatusServiceUnavailable || sends.Load() != tc.sends {
 				t.Fatalf("status %d after %d sends, want 503 after %d", resp.StatusCode, sends.Load(), tc.sends)
 			}
-			if len(reasons) != 1 || reasons[0] != tc.want {
-				t.Errorf("EventDone reasons %v, want [%v]", reasons, tc.want)
+			if dones := rec.Of(retry.EventDone); len(dones) != 1 || dones[0].Reason != tc.want {
+				t.Errorf("EventDone %+v, want one with reason %v", dones, tc.want)
 			}
 		})
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retryhttp"
+	"github.com/retrykit/retry/retrytest"
 )
 
 func scriptedResp(r *http.Request, code int, h http.Header) *http.Response {
@@ -82,20 +83,16 @@ func TestLastAttemptAfterThrottledLongRetryAfter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var events []string
-	var reason retry.Reason
+	var rec retrytest.Recorder
 	p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 3, Throttle: th,
-		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-			events = append(events, e.Kind.String())
+		Observer: retry.Observers(&rec, retry.ObserverFunc(func(_ context.Context, e retry.Event) {
 			switch {
 			case e.Kind == retry.EventRetry && e.Attempt == 1:
 				th.Override(retry.ThrottleRejectAll) // attempt 2 is rejected locally
 			case e.Kind == retry.EventThrottled:
 				th.Override(retry.ThrottleAllowAll) // attempt 3 goes through
-			case e.Kind == retry.EventDone:
-				reason = e.Reason
 			}
-		})}
+		}))}
 	sends := 0
 	tr := &retryhttp.Transport{Policy: p, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		sends++
@@ -111,10 +108,11 @@ func TestLastAttemptAfterThrottledLongRetryAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
+	events := rec.Kinds()
 	if sends != 2 || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("%d sends, status %d; events %v; want 2 sends (attempt 2 throttled), 503", sends, resp.StatusCode, events)
 	}
-	if reason != retry.ReasonAttempts {
+	if reason := rec.Reason(); reason != retry.ReasonAttempts {
 		t.Errorf("events %v: EventDone reason %q, want %q: the loop's last attempt (3 of 3) ended on the attempt limit",
 			events, reason, retry.ReasonAttempts)
 	}

@@ -1,7 +1,6 @@
 package retryhttp_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retryhttp"
+	"github.com/retrykit/retry/retrytest"
 )
 
 // Item 3: every attempt the Transport sends is accounted as retry.Do
@@ -52,11 +52,10 @@ func TestThrottleAccountsEveryAttempt(t *testing.T) {
 		t.Run(fmt.Sprint("body not buffered, MaxBufferedBody ", limit), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				th, _ := retry.NewThrottle(retry.ThrottleConfig{})
-				var kinds []string
-				obs := retry.ObserverFunc(func(_ context.Context, e retry.Event) { kinds = append(kinds, e.Kind.String()) })
+				var rec retrytest.Recorder
 				rt := &slowRT{delay: func(int) time.Duration { return 0 }, status: func(int) int { return 503 }}
 				tr := &retryhttp.Transport{Base: rt, MaxBufferedBody: limit,
-					Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: 4, Throttle: th, Observer: obs}}
+					Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: 4, Throttle: th, Observer: &rec}}
 				for range 50 {
 					req, _ := http.NewRequest("PUT", "http://127.0.0.1/x", onlyReader{strings.NewReader("0123456789")})
 					resp, err := tr.RoundTrip(req)
@@ -71,7 +70,7 @@ func TestThrottleAccountsEveryAttempt(t *testing.T) {
 				if n := rt.n.Load(); n > 50 || th.Probability() < 0.5 {
 					t.Fatalf("%d sends for 50 requests, rejection probability %.2f", n, th.Probability())
 				}
-				if len(kinds) < 2 || kinds[0] != "attempt" || kinds[len(kinds)-1] != "done" {
+				if kinds := rec.Kinds(); len(kinds) < 2 || kinds[0] != retry.EventAttempt || kinds[len(kinds)-1] != retry.EventDone {
 					t.Fatalf("observer saw %v; want the attempts through the loop", kinds)
 				}
 			})

@@ -2,7 +2,6 @@ package retryhttp_test
 
 import (
 	"bytes"
-	"context"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -10,19 +9,16 @@ import (
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retryhttp"
+	"github.com/retrykit/retry/retrytest"
 )
 
 func TestLoggerAndObserverShowRedactedRequest(t *testing.T) {
 	_, srv := newScript(t, 503, 200)
 	var buf bytes.Buffer
-	var events []retry.Event
+	var rec retrytest.Recorder
 	p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 3,
-		Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-			if e.Kind == retry.EventRetry {
-				events = append(events, e)
-			}
-		})}
+		Logger:   slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Observer: &rec}
 	c := client(t, &retryhttp.Transport{Policy: p})
 	u := strings.Replace(srv.URL, "http://", "http://alice:hunter2@", 1) + "/v1/items?api_key=s3cr3t&page=2"
 	req, _ := http.NewRequest("DELETE", u, nil)
@@ -31,6 +27,7 @@ func TestLoggerAndObserverShowRedactedRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
+	events := rec.Of(retry.EventRetry)
 	if len(events) != 1 || events[0].Attempt != 1 {
 		t.Fatalf("events %+v", events)
 	}

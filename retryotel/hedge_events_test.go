@@ -3,13 +3,13 @@ package retryotel_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retryotel"
+	"github.com/retrykit/retry/retrytest"
 )
 
 // Over many seeded hedged calls (hedges won, lost, refused by a Budget,
@@ -18,21 +18,9 @@ import (
 func TestInstrumentHedgesMatchEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mp, r := newMeter(t)
-		var (
-			mu     sync.Mutex
-			counts = map[retry.EventKind]int64{}
-			sum    int64
-		)
-		rec := retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-			mu.Lock()
-			counts[e.Kind]++
-			if e.Kind == retry.EventDone {
-				sum += int64(e.Attempt)
-			}
-			mu.Unlock()
-		})
+		var rec retrytest.Recorder
 		b, _ := retry.NewBudget(retry.BudgetConfig{Ratio: 0.2, MinPerSecond: -1})
-		p := retryotel.Instrument(retry.Policy{Observer: rec, Budget: b, Initial: retry.Immediate, MaxAttempts: 4}, "op", retryotel.WithMeterProvider(mp))
+		p := retryotel.Instrument(retry.Policy{Observer: &rec, Budget: b, Initial: retry.Immediate, MaxAttempts: 4}, "op", retryotel.WithMeterProvider(mp))
 		h, err := retry.NewHedger(retry.HedgeConfig{FixedDelay: 10 * time.Millisecond, MaxCopies: 3})
 		if err != nil {
 			t.Fatal(err)
@@ -54,16 +42,21 @@ func TestInstrumentHedgesMatchEvents(t *testing.T) {
 			})
 		}
 		c := collect(t, r)
+		seen := func(k retry.EventKind) int64 { return int64(rec.Count(k)) }
+		var sum int64
+		for _, e := range rec.Of(retry.EventDone) {
+			sum += int64(e.Attempt)
+		}
 		for _, m := range []struct {
 			name string
 			kind retry.EventKind
 		}{{"retry.hedge.sent", retry.EventHedge}, {"retry.hedge.won", retry.EventHedgeWon}, {"retry.hedge.refused", retry.EventHedgeRefused}} {
-			if v, _ := c.counter(m.name, opAttr); v != counts[m.kind] || v == 0 {
-				t.Errorf("%s = %d, the Observer saw %d %v events (want equal, not zero)", m.name, v, counts[m.kind], m.kind)
+			if v, _ := c.counter(m.name, opAttr); v != seen(m.kind) || v == 0 {
+				t.Errorf("%s = %d, the Observer saw %d %v events (want equal, not zero)", m.name, v, seen(m.kind), m.kind)
 			}
 		}
-		if count, s := c.hist("retry.call.attempts", opAttr); count != calls || int64(s) != sum || sum != counts[retry.EventAttempt] {
-			t.Errorf("retry.call.attempts: %d calls, %v attempts; the Observer saw %d EventDone attempts, %d EventAttempt", count, s, sum, counts[retry.EventAttempt])
+		if count, s := c.hist("retry.call.attempts", opAttr); count != calls || int64(s) != sum || sum != seen(retry.EventAttempt) {
+			t.Errorf("retry.call.attempts: %d calls, %v attempts; the Observer saw %d EventDone attempts, %d EventAttempt", count, s, sum, seen(retry.EventAttempt))
 		}
 	})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retryotel"
+	"github.com/retrykit/retry/retrytest"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -89,8 +90,8 @@ func TestInstrumentMetrics(t *testing.T) {
 				if tc.policy != nil {
 					tc.policy(&p)
 				}
-				var own []retry.EventKind
-				p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) { own = append(own, e.Kind) })
+				var own retrytest.Recorder
+				p.Observer = &own
 				p = retryotel.Instrument(p, "op", retryotel.WithMeterProvider(mp))
 
 				ctx, cancel := context.WithCancel(t.Context())
@@ -113,8 +114,8 @@ func TestInstrumentMetrics(t *testing.T) {
 				if tc.wantReason == "" && err != nil || tc.wantReason != "" && !errors.As(err, &re) {
 					t.Fatalf("Do = %v, want reason %q", err, tc.wantReason)
 				}
-				if len(own) == 0 || own[len(own)-1] != retry.EventDone {
-					t.Errorf("the policy's own Observer saw %v, want it kept and told of the end", own)
+				if kinds := own.Kinds(); len(kinds) == 0 || kinds[len(kinds)-1] != retry.EventDone {
+					t.Errorf("the policy's own Observer saw %v, want it kept and told of the end", kinds)
 				}
 
 				m := collect(t, reader)

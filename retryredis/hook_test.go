@@ -19,6 +19,7 @@ import (
 	"github.com/retrykit/retry/internal/faultproxy"
 	"github.com/retrykit/retry/internal/redistest"
 	"github.com/retrykit/retry/retryredis"
+	"github.com/retrykit/retry/retrytest"
 )
 
 // testPolicy retries quickly: waits of a few milliseconds, bounded.
@@ -460,25 +461,17 @@ func TestPolicyGuards(t *testing.T) {
 		return n == "get" && lose.Add(-1) >= 0
 	}})
 	ctx := context.Background()
-	var mu sync.Mutex
-	kinds := map[retry.EventKind]int{}
-	obs := retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-		mu.Lock()
-		kinds[e.Kind]++
-		mu.Unlock()
-	})
+	var rec retrytest.Recorder
 	p := testPolicy()
-	p.Observer = obs
+	p.Observer = &rec
 	c := newClient(t, px.Addr(), p)
 	lose.Store(1)
 	if err := c.Get(ctx, "k").Err(); err != redis.Nil {
 		t.Fatalf("GET after one lost reply: %v; want redis.Nil", err)
 	}
-	mu.Lock()
-	if kinds[retry.EventAttempt] != 2 || kinds[retry.EventRetry] != 1 || kinds[retry.EventDone] != 1 {
-		t.Fatalf("events %v; want 2 attempts, 1 retry, 1 done", kinds)
+	if rec.Count(retry.EventAttempt) != 2 || rec.Count(retry.EventRetry) != 1 || rec.Count(retry.EventDone) != 1 {
+		t.Fatalf("events %s; want 2 attempts, 1 retry, 1 done", &rec)
 	}
-	mu.Unlock()
 
 	b, err := retry.NewBudget(retry.BudgetConfig{Ratio: -1, MinPerSecond: -1})
 	if err != nil {

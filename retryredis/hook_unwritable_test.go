@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/redistest"
+	"github.com/retrykit/retry/retrytest"
 )
 
 // TestUnwritableArgument: go-redis refuses to write an argument of a type
@@ -22,13 +22,9 @@ import (
 // applied.
 func TestUnwritableArgument(t *testing.T) {
 	srv := redistest.Start(t)
-	var attempts atomic.Int64
+	var rec retrytest.Recorder
 	p := testPolicy()
-	p.Observer = retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-		if e.Kind == retry.EventAttempt {
-			attempts.Add(1)
-		}
-	})
+	p.Observer = &rec
 	c := newClient(t, srv.Addr(), p)
 	ctx := context.Background()
 	bad := []string{"k"}
@@ -64,11 +60,11 @@ func TestUnwritableArgument(t *testing.T) {
 			return err
 		}, false},
 	} {
-		attempts.Store(0)
+		rec.Reset()
 		err := tc.call()
 		var re *retry.Error
-		if !errors.As(err, &re) || re.Attempts != 1 || attempts.Load() != 1 {
-			t.Errorf("%s: %v after %d attempts; want the call to end after 1", tc.name, err, attempts.Load())
+		if !errors.As(err, &re) || re.Attempts != 1 || rec.Attempts() != 1 {
+			t.Errorf("%s: %v after %d attempts; want the call to end after 1", tc.name, err, rec.Attempts())
 		}
 		if errors.Is(err, retry.ErrNotSent) != tc.notSent || errors.Is(err, retry.ErrMaybeApplied) == tc.notSent {
 			t.Errorf("%s: %v; want retry.ErrNotSent %v, retry.ErrMaybeApplied %v", tc.name, err, tc.notSent, !tc.notSent)

@@ -4,11 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"maps"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/faultproxy"
 	"github.com/retrykit/retry/internal/redistest"
+	"github.com/retrykit/retry/retrytest"
 	"github.com/retrykit/retry/retryvalkey"
 )
 
@@ -94,32 +93,6 @@ func replicaOfNothing(t *testing.T, srv *redistest.Server, staleReads bool) (pro
 	}
 }
 
-// countingObserver counts the events of each kind and remembers the last
-// EventDone.
-type countingObserver struct {
-	mu    sync.Mutex
-	kinds map[retry.EventKind]int
-	done  retry.Event
-}
-
-func (o *countingObserver) Observe(_ context.Context, e retry.Event) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.kinds == nil {
-		o.kinds = map[retry.EventKind]int{}
-	}
-	o.kinds[e.Kind]++
-	if e.Kind == retry.EventDone {
-		o.done = e
-	}
-}
-
-func (o *countingObserver) snapshot() (map[retry.EventKind]int, retry.Event) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return maps.Clone(o.kinds), o.done
-}
-
 // TestRefusalsResent: replies that say the server did not run the command
 // (READONLY, MASTERDOWN, BUSY), which valkey-go neither repeats nor keeps
 // the command for, are sent again as the policy says, for any command,
@@ -128,12 +101,12 @@ func (o *countingObserver) snapshot() (map[retry.EventKind]int, retry.Event) {
 func TestRefusalsResent(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	var o countingObserver
+	var o retrytest.Recorder
 	c := newClient(t, srv.Addr(), retry.Policy{Initial: 2 * time.Millisecond, MaxDelay: 10 * time.Millisecond, MaxAttempts: 200, Observer: &o})
 	// resent fails t unless the last call was sent more than once.
 	resent := func(t *testing.T) {
 		t.Helper()
-		if _, done := o.snapshot(); done.Attempt < 2 {
+		if done, _ := o.Done(); done.Attempt < 2 {
 			t.Fatalf("the call ended after %d sends; want it refused, then sent again", done.Attempt)
 		}
 	}
@@ -243,18 +216,18 @@ func TestRefusalsResent(t *testing.T) {
 	})
 
 	t.Run("outlasts the policy", func(t *testing.T) {
-		var o countingObserver
+		var o retrytest.Recorder
 		c2 := newClient(t, srv.Addr(), retry.Policy{Initial: time.Millisecond, MaxDelay: time.Millisecond, MaxAttempts: 3, Observer: &o})
 		defer replicaOfNothing(t, srv, true)()
 		err := c2.Do(ctx, c2.B().Incr().Key("n").Build()).Error()
 		if ve, ok := valkey.IsValkeyErr(err); !ok || !strings.HasPrefix(ve.Error(), "READONLY") {
 			t.Fatalf("INCR on a replica: %v (%T); want the READONLY reply", err, err)
 		}
-		kinds, done := o.snapshot()
+		done, _ := o.Done()
 		var re *retry.Error
-		if kinds[retry.EventAttempt] != 3 || kinds[retry.EventRetry] != 2 || !errors.As(done.Err, &re) ||
+		if o.Count(retry.EventAttempt) != 3 || o.Count(retry.EventRetry) != 2 || !errors.As(done.Err, &re) ||
 			re.Attempts != 3 || re.Reason != retry.ReasonAttempts {
-			t.Fatalf("events %v, done %+v; want 3 attempts, 2 retries, given up after 3 attempts", kinds, done)
+			t.Fatalf("events %s, done %+v; want 3 attempts, 2 retries, given up after 3 attempts", &o, done)
 		}
 	})
 }

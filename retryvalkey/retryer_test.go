@@ -3,7 +3,6 @@ package retryvalkey_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/faultproxy"
 	"github.com/retrykit/retry/internal/redistest"
+	"github.com/retrykit/retry/retrytest"
 	"github.com/retrykit/retry/retryvalkey"
 )
 
@@ -22,14 +22,8 @@ import (
 func TestPolicyDrivesValkeyLoop(t *testing.T) {
 	srv := redistest.Start(t)
 	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: only("get")})
-	var mu sync.Mutex
-	kinds := map[retry.EventKind]int{}
-	p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3,
-		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-			mu.Lock()
-			kinds[e.Kind]++
-			mu.Unlock()
-		})}
+	var rec retrytest.Recorder
+	p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3, Observer: &rec}
 	c := newClient(t, px.Addr(), p)
 	ctx := context.Background()
 	err := c.Do(ctx, c.B().Get().Key("k").Build()).Error()
@@ -39,11 +33,9 @@ func TestPolicyDrivesValkeyLoop(t *testing.T) {
 	if pa, r, _ := px.Counts("get"); pa+r != 3 {
 		t.Fatalf("proxy saw %d GETs; want 3 (MaxAttempts)", pa+r)
 	}
-	mu.Lock()
-	if kinds[retry.EventAttempt] != 3 || kinds[retry.EventRetry] != 2 || kinds[retry.EventDone] != 1 {
-		t.Fatalf("events %v; want 3 attempts, 2 retries, 1 done", kinds)
+	if rec.Count(retry.EventAttempt) != 3 || rec.Count(retry.EventRetry) != 2 || rec.Count(retry.EventDone) != 1 {
+		t.Fatalf("events %s; want 3 attempts, 2 retries, 1 done", &rec)
 	}
-	mu.Unlock()
 
 	var once atomic.Bool
 	px.SetConfig(faultproxy.Config{ResetAfter: 1, Match: func(n string) bool {
@@ -89,20 +81,13 @@ func TestInnerEventsReportMaxAttemptsAsDo(t *testing.T) {
 	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: func(n string) bool {
 		return n == "get" && once.CompareAndSwap(false, true)
 	}})
-	var mu sync.Mutex
-	var got []retry.Event
-	p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond,
-		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
-			mu.Lock()
-			got = append(got, e)
-			mu.Unlock()
-		})}
+	var rec retrytest.Recorder
+	p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, Observer: &rec}
 	c := newClient(t, px.Addr(), p)
 	if err := c.Do(context.Background(), c.B().Get().Key("k").Build()).Error(); err != nil && !valkey.IsValkeyNil(err) {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	got := rec.Events()
 	retried := false
 	for _, e := range got {
 		retried = retried || e.Kind == retry.EventRetry
@@ -136,7 +121,7 @@ func TestInnerLoopReason(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.Start(t)
 			px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: only("get")})
-			var o countingObserver
+			var o retrytest.Recorder
 			p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3, Budget: tc.budget, Observer: &o}
 			c := newClient(t, px.Addr(), p)
 			err := c.Do(context.Background(), c.B().Get().Key("k").Build()).Error()
@@ -152,8 +137,8 @@ func TestInnerLoopReason(t *testing.T) {
 			if pa, r, _ := px.Counts("get"); pa+r != int64(tc.attempts) {
 				t.Fatalf("proxy saw %d GETs; want %d", pa+r, tc.attempts)
 			}
-			if kinds, done := o.snapshot(); kinds[retry.EventDone] != 1 || done.Reason != tc.want || done.Attempt != tc.attempts {
-				t.Fatalf("%d EventDone, the last %+v; want one, with %v at attempt %d", kinds[retry.EventDone], done, tc.want, tc.attempts)
+			if done, _ := o.Done(); o.Count(retry.EventDone) != 1 || done.Reason != tc.want || done.Attempt != tc.attempts {
+				t.Fatalf("events %v; want one EventDone, with %v at attempt %d", &o, tc.want, tc.attempts)
 			}
 		})
 	}
@@ -207,7 +192,7 @@ func TestInnerLoopThrottled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var o countingObserver
+	var o retrytest.Recorder
 	p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3, Throttle: th,
 		Observer: retry.Observers(retry.ObserverFunc(func(_ context.Context, e retry.Event) {
 			if e.Kind == retry.EventAttempt && e.Attempt == 1 {
@@ -223,9 +208,9 @@ func TestInnerLoopThrottled(t *testing.T) {
 	if pa, r, _ := px.Counts("get"); pa+r != 1 {
 		t.Fatalf("proxy saw %d GETs; want 1 (the Throttle rejected the repeats)", pa+r)
 	}
-	kinds, done := o.snapshot()
-	if kinds[retry.EventThrottled] != 2 || kinds[retry.EventDone] != 1 || done.Reason != retry.ReasonAttempts || done.Waited <= 0 {
-		t.Fatalf("events %v, EventDone %+v; want 2 rejections, one EventDone with %v and the waits counted", kinds, done, retry.ReasonAttempts)
+	done, _ := o.Done()
+	if o.Count(retry.EventThrottled) != 2 || o.Count(retry.EventDone) != 1 || done.Reason != retry.ReasonAttempts || done.Waited <= 0 {
+		t.Fatalf("events %v, EventDone %+v; want 2 rejections, one EventDone with %v and the waits counted", &o, done, retry.ReasonAttempts)
 	}
 }
 
@@ -236,7 +221,7 @@ func TestInnerLoopThrottled(t *testing.T) {
 func TestInnerLoopPipeline(t *testing.T) {
 	srv := redistest.Start(t)
 	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: only("get")})
-	var o countingObserver
+	var o retrytest.Recorder
 	p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3, Observer: &o}
 	c := newClient(t, px.Addr(), p)
 	for i, r := range c.DoMulti(context.Background(), c.B().Get().Key("a").Build(), c.B().Get().Key("b").Build()) {
@@ -244,8 +229,7 @@ func TestInnerLoopPipeline(t *testing.T) {
 			t.Errorf("GET %d with every reply lost: %v; want retry.ErrMaybeApplied", i, r.Error())
 		}
 	}
-	kinds, done := o.snapshot()
-	if kinds[retry.EventAttempt] != 3 || kinds[retry.EventRetry] != 2 || kinds[retry.EventDone] != 1 || done.Reason != retry.ReasonAttempts {
-		t.Fatalf("events %v, EventDone %+v; want 3 attempts, 2 retries, one EventDone with %v", kinds, done, retry.ReasonAttempts)
+	if o.Attempts() != 3 || o.Count(retry.EventRetry) != 2 || o.Count(retry.EventDone) != 1 || o.Reason() != retry.ReasonAttempts {
+		t.Fatalf("events %v; want 3 attempts, 2 retries, one EventDone with %v", &o, retry.ReasonAttempts)
 	}
 }

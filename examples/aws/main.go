@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -29,6 +30,7 @@ import (
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/awsfake"
 	"github.com/retrykit/retry/retryaws"
@@ -99,6 +101,26 @@ func main() {
 		MultipartUpload: &s3types.CompletedMultipartUpload{Parts: []s3types.CompletedPart{{ETag: aws.String(`"e"`), PartNumber: aws.Int32(1)}}},
 	})
 	row("S3 CompleteMultipartUpload", "200 with an InternalError body", f, "CompleteMultipartUpload", obs, err, 1, true)
+	stop()
+
+	// S3 PutObject of a stream (a pipe: not an io.Seeker) whose reply was
+	// lost: AddBodyCheck tells the Retryer the body cannot be sent again.
+	// Over TLS, as S3 is reached, the SDK sends a stream without hashing
+	// it first.
+	f, obs, s, _, stop = setupWith(p, httptest.NewTLSServer)
+	f.Script = first("PutObject", 1, awsfake.Answer{Drop: true})
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := io.WriteString(pw, "hello")
+		pw.CloseWithError(err)
+	}()
+	_, err = s.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("b"), Key: aws.String("k"), Body: pr})
+	pr.Close()
+	row("S3 PutObject, the body a pipe (AddBodyCheck)", "reply lost after applying, then 200", f, "PutObject", obs, err, 1, true)
+	if !retry.IsExhausted(err) {
+		fmt.Fprintf(os.Stderr, "aws: PutObject of a pipe: retry.IsExhausted false: %v\n", err)
+		failed = true
+	}
 	stop()
 
 	// DynamoDB: a read and an ADD, each losing its first reply.
@@ -186,11 +208,17 @@ var (
 )
 
 // setup starts a fake on loopback and returns it with S3 and DynamoDB
-// clients that retry through retryaws with p and an Observer, and a
-// function that stops the fake.
+// clients that retry through retryaws with p and an Observer (and
+// retryaws.AddBodyCheck), and a function that stops the fake.
 func setup(p retry.Policy) (*awsfake.Fake, *counts, *s3.Client, *dynamodb.Client, func()) {
+	return setupWith(p, httptest.NewServer)
+}
+
+// setupWith is setup with the fake served by serve (httptest.NewServer or
+// httptest.NewTLSServer).
+func setupWith(p retry.Policy, serve func(http.Handler) *httptest.Server) (*awsfake.Fake, *counts, *s3.Client, *dynamodb.Client, func()) {
 	f := awsfake.New()
-	srv := httptest.NewServer(f)
+	srv := serve(f)
 	obs := &counts{}
 	p.Observer = obs
 	r, err := retryaws.New(p)
@@ -202,7 +230,9 @@ func setup(p retry.Policy) (*awsfake.Fake, *counts, *s3.Client, *dynamodb.Client
 		Region:                     "us-east-1",
 		Credentials:                creds,
 		BaseEndpoint:               aws.String(srv.URL),
+		HTTPClient:                 srv.Client(),
 		Retryer:                    func() aws.Retryer { return r },
+		APIOptions:                 []func(*middleware.Stack) error{retryaws.AddBodyCheck},
 		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
 		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
 	}

@@ -31,6 +31,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/retrykit/retry/internal/netreset"
 )
 
 // RequestIDHeader names the request header that identifies one logical
@@ -278,7 +280,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", time.Now().Add(s.cfg.RetryAfter).UTC().Format(http.TimeFormat))
 		http.Error(w, "faultserver: injected 429", http.StatusTooManyRequests)
 	case Reset, ResetAfterEffect:
-		reset(w)
+		netreset.Response(w)
 	case Stall:
 		d := s.cfg.Stall
 		if d <= 0 {
@@ -312,24 +314,6 @@ func (s *Server) applyLocked(id string, rec *Request) (status int, replayed bool
 	}
 	s.effects[id]++
 	return http.StatusOK, false
-}
-
-// reset closes the connection under w with SO_LINGER 0, so the client sees
-// a TCP reset. Without a hijackable connection it panics with
-// http.ErrAbortHandler, which also aborts the response.
-func reset(w http.ResponseWriter) {
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		panic(http.ErrAbortHandler)
-	}
-	conn, _, err := hj.Hijack()
-	if err != nil {
-		panic(http.ErrAbortHandler)
-	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.SetLinger(0)
-	}
-	conn.Close()
 }
 
 // Requests returns a copy of the records of every request received so far,
