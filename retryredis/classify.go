@@ -24,34 +24,34 @@ import (
 //     wrong;
 //   - everything else (EOF, a reset, a read timeout, a context error while
 //     waiting for the reply, an unknown error) happened after the write.
-func classify(err error, pipeline bool) outcome {
+func classify(err error, pipeline bool) rediscmd.Outcome {
 	if errors.Is(err, redis.ErrClosed) {
-		return outcomeFinal
+		return rediscmd.OutcomeFinal
 	}
 	var setup *setupError
 	if errors.As(err, &setup) {
-		return outcomeNotSent
+		return rediscmd.OutcomeNotSent
 	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) {
 		if rediscmd.Refusal(rerr.Error()) {
-			return outcomeRefused
+			return rediscmd.OutcomeRefused
 		}
-		return outcomeReply
+		return rediscmd.OutcomeReply
 	}
 	var op *net.OpError
 	if errors.As(err, &op) {
 		switch op.Op {
 		case "dial":
-			return outcomeNotSent
+			return rediscmd.OutcomeNotSent
 		case "write":
 			if !pipeline {
-				return outcomeNotSent
+				return rediscmd.OutcomeNotSent
 			}
 		}
 	}
 	if errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrPoolExhausted) {
-		return outcomeNotSent
+		return rediscmd.OutcomeNotSent
 	}
-	return outcomeMaybeApplied
+	return rediscmd.OutcomeMaybeApplied
 }

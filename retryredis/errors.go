@@ -2,9 +2,8 @@ package retryredis
 
 import (
 	"errors"
-	"net"
 
-	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/rediscmd"
 )
 
 var (
@@ -13,26 +12,6 @@ var (
 	// Options.DialerRetries other than 1): two retry layers would multiply
 	// the attempts.
 	ErrClientRetries = errors.New("retryredis: the client retries by itself")
-)
-
-// outcome says what is known about a failed command.
-type outcome uint8
-
-const (
-	// outcomeReply: the server answered with an error reply that says the
-	// request itself is wrong (ERR, WRONGTYPE, NOSCRIPT, ...). Not retried.
-	outcomeReply outcome = iota + 1
-	// outcomeRefused: the server refused the command without running it
-	// (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY,
-	// NOREPLICAS, max clients). Retried for any command.
-	outcomeRefused
-	// outcomeNotSent: the command never reached the server. Retried for
-	// any command.
-	outcomeNotSent
-	// outcomeMaybeApplied: written, reply lost. Retried only when safe.
-	outcomeMaybeApplied
-	// outcomeFinal: the client is closed; nothing to retry.
-	outcomeFinal
 )
 
 // CommandError is the error of a command (or pipeline) that failed in a
@@ -53,23 +32,22 @@ type CommandError struct {
 	// Err is the client's error.
 	Err error
 
-	outcome outcome
-	earlier bool // an earlier attempt of the call may have been applied
+	known rediscmd.Known // what is known of the failure
 }
 
 // Error returns "retryredis: incr: " followed by what is known and the
 // client's error.
 func (e *CommandError) Error() string {
 	var what string
-	if e.earlier && e.outcome != outcomeMaybeApplied {
+	if e.known.Earlier && e.known.Outcome != rediscmd.OutcomeMaybeApplied {
 		what = "may have been applied by an earlier attempt, then "
 	}
-	switch e.outcome {
-	case outcomeNotSent:
+	switch e.known.Outcome {
+	case rediscmd.OutcomeNotSent:
 		what += "not sent: "
-	case outcomeMaybeApplied:
+	case rediscmd.OutcomeMaybeApplied:
 		what = "may have been applied: "
-	case outcomeRefused:
+	case rediscmd.OutcomeRefused:
 		what += "refused by the server, not run: "
 	}
 	return "retryredis: " + e.Command + ": " + what + e.Err.Error()
@@ -81,22 +59,12 @@ func (e *CommandError) Unwrap() error { return e.Err }
 // Is reports whether target is retry.ErrNotSent or retry.ErrMaybeApplied and
 // describes this failure.
 func (e *CommandError) Is(target error) bool {
-	switch target {
-	case retry.ErrNotSent:
-		return e.outcome == outcomeNotSent && !e.earlier
-	case retry.ErrMaybeApplied:
-		return e.outcome == outcomeMaybeApplied || e.earlier
-	}
-	return false
+	return e.known.Is(target)
 }
 
 // Overloaded reports whether the failure says the server cannot take the
 // request now (a refusal such as LOADING or BUSY, or a timeout), which a
 // retry.Throttle counts as a rejection by its default rule.
 func (e *CommandError) Overloaded() bool {
-	if e.outcome == outcomeRefused {
-		return true
-	}
-	var ne net.Error
-	return errors.As(e.Err, &ne) && ne.Timeout()
+	return e.known.Outcome == rediscmd.OutcomeRefused || rediscmd.Timeout(e.Err)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/rediscmd"
 )
 
 // Option configures AddHook.
@@ -173,20 +174,20 @@ func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *hook) judge(ctx context.Context, err error, cmd redis.Cmder, applied *bool) error {
 	o := classify(err, false)
 	switch o {
-	case outcomeReply:
+	case rediscmd.OutcomeReply:
 		if *applied {
-			return retry.Permanent(&CommandError{Command: cmd.Name(), Err: err, outcome: o, earlier: true})
+			return retry.Permanent(&CommandError{Command: cmd.Name(), Err: err, known: rediscmd.Known{Outcome: o, Earlier: true}})
 		}
 		return retry.Permanent(err)
-	case outcomeFinal:
-		return retry.Permanent(&CommandError{Command: cmd.Name(), Err: err, outcome: outcomeNotSent, earlier: *applied})
+	case rediscmd.OutcomeFinal:
+		return retry.Permanent(&CommandError{Command: cmd.Name(), Err: err, known: rediscmd.Known{Outcome: rediscmd.OutcomeNotSent, Earlier: *applied}})
 	}
-	ce := &CommandError{Command: cmd.Name(), Err: err, outcome: o, earlier: *applied}
-	if o == outcomeMaybeApplied {
+	ce := &CommandError{Command: cmd.Name(), Err: err, known: rediscmd.Known{Outcome: o, Earlier: *applied}}
+	if o == rediscmd.OutcomeMaybeApplied {
 		if unwritable(cmd) {
 			// go-redis refused an argument's type: it never writes the
 			// command whole, at this attempt or any other.
-			ce.outcome = outcomeNotSent
+			ce.known.Outcome = rediscmd.OutcomeNotSent
 			return retry.Permanent(ce)
 		}
 		if !h.table.safe(ctx, cmd) {
@@ -208,10 +209,10 @@ func keepApplied(err error, applied bool, name string) error {
 	}
 	if re, ok := err.(*retry.Error); ok {
 		c := *re
-		c.Err = &CommandError{Command: name, Err: re.Err, outcome: outcomeNotSent, earlier: true}
+		c.Err = &CommandError{Command: name, Err: re.Err, known: rediscmd.Known{Outcome: rediscmd.OutcomeNotSent, Earlier: true}}
 		return &c
 	}
-	return &CommandError{Command: name, Err: err, outcome: outcomeNotSent, earlier: true}
+	return &CommandError{Command: name, Err: err, known: rediscmd.Known{Outcome: rediscmd.OutcomeNotSent, Earlier: true}}
 }
 
 // replyAtFirst returns a server reply that ended the call at its first
@@ -346,12 +347,12 @@ func (h *hook) judgePipeline(ctx context.Context, err error, cmds []redis.Cmder,
 	o := classify(err, true)
 	reply := func() error { // the reply, marked when an earlier attempt may have been applied
 		if *applied {
-			return retry.Permanent(&CommandError{Command: pipelineName(cmds), Err: err, outcome: outcomeReply, earlier: true})
+			return retry.Permanent(&CommandError{Command: pipelineName(cmds), Err: err, known: rediscmd.Known{Outcome: rediscmd.OutcomeReply, Earlier: true}})
 		}
 		return retry.Permanent(err)
 	}
 	switch o {
-	case outcomeReply, outcomeRefused:
+	case rediscmd.OutcomeReply, rediscmd.OutcomeRefused:
 		refused := false
 		multi := pipelineName(cmds) == "multi"
 		for _, c := range cmds {
@@ -360,9 +361,9 @@ func (h *hook) judgePipeline(ctx context.Context, err error, cmds []redis.Cmder,
 				continue
 			}
 			switch classify(ce, true) {
-			case outcomeRefused:
+			case rediscmd.OutcomeRefused:
 				refused = true
-			case outcomeReply:
+			case rediscmd.OutcomeReply:
 				if multi && !h.watched.Load() && redis.HasErrorPrefix(ce, "EXECABORT") {
 					// EXEC discarded the transaction because a command
 					// was refused when queued: nothing of it ran. Whether
@@ -378,12 +379,12 @@ func (h *hook) judgePipeline(ctx context.Context, err error, cmds []redis.Cmder,
 		if !refused || !h.table.allSafe(ctx, cmds) {
 			return reply()
 		}
-		return &CommandError{Command: pipelineName(cmds), Err: err, outcome: outcomeRefused, earlier: *applied}
-	case outcomeFinal:
-		return retry.Permanent(&CommandError{Command: pipelineName(cmds), Err: err, outcome: outcomeNotSent, earlier: *applied})
+		return &CommandError{Command: pipelineName(cmds), Err: err, known: rediscmd.Known{Outcome: rediscmd.OutcomeRefused, Earlier: *applied}}
+	case rediscmd.OutcomeFinal:
+		return retry.Permanent(&CommandError{Command: pipelineName(cmds), Err: err, known: rediscmd.Known{Outcome: rediscmd.OutcomeNotSent, Earlier: *applied}})
 	}
-	ce := &CommandError{Command: pipelineName(cmds), Err: err, outcome: o, earlier: *applied}
-	if o == outcomeMaybeApplied {
+	ce := &CommandError{Command: pipelineName(cmds), Err: err, known: rediscmd.Known{Outcome: o, Earlier: *applied}}
+	if o == rediscmd.OutcomeMaybeApplied {
 		for i, c := range cmds {
 			if unwritable(c) {
 				// go-redis refused an argument's type: it never writes
@@ -391,7 +392,7 @@ func (h *hook) judgePipeline(ctx context.Context, err error, cmds []redis.Cmder,
 				// written (the write buffer filled), unless they are a
 				// transaction's, which runs only at its EXEC.
 				if i == 0 || pipelineName(cmds) == "multi" {
-					ce.outcome = outcomeNotSent
+					ce.known.Outcome = rediscmd.OutcomeNotSent
 				}
 				return retry.Permanent(ce)
 			}

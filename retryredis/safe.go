@@ -12,21 +12,15 @@ import (
 	"github.com/retrykit/retry/internal/rediscmd"
 )
 
-// safeKey is the context key of MarkSafe.
-type safeKey struct{}
+// safeMark is the mark of MarkSafe.
+var safeMark rediscmd.SafeMark
 
 // MarkSafe returns a context that marks every command sent with it as safe
 // to repeat, whatever its name: the caller knows that applying it twice
 // does no harm (for example an INCR whose result is checked elsewhere, or
 // a script written to be idempotent). Use it per call, not for a client.
-func MarkSafe(ctx context.Context) context.Context {
-	return context.WithValue(ctx, safeKey{}, true)
-}
-
-func markedSafe(ctx context.Context) bool {
-	v, _ := ctx.Value(safeKey{}).(bool)
-	return v
-}
+// The mark is retryredis's own: retryvalkey does not see it.
+func MarkSafe(ctx context.Context) context.Context { return safeMark.Mark(ctx) }
 
 // commandTable knows which commands are safe to repeat after they were
 // written: read-only ones, from the server's own command table (COMMAND,
@@ -87,7 +81,7 @@ func (t *commandTable) maybeReload(ctx context.Context, process redis.ProcessHoo
 
 // safe reports whether cmd may be sent again after it was written.
 func (t *commandTable) safe(ctx context.Context, cmd redis.Cmder) bool {
-	if markedSafe(ctx) {
+	if safeMark.Marked(ctx) {
 		return true
 	}
 	name, ok := wireName(cmd)
@@ -110,7 +104,7 @@ func (t *commandTable) safe(ctx context.Context, cmd redis.Cmder) bool {
 // allSafe reports whether every command of a pipeline or transaction is
 // safe to repeat; MULTI and EXEC themselves are left out.
 func (t *commandTable) allSafe(ctx context.Context, cmds []redis.Cmder) bool {
-	if markedSafe(ctx) {
+	if safeMark.Marked(ctx) {
 		return true
 	}
 	for _, c := range cmds {

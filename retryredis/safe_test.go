@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/retrykit/retry/internal/rediscmd"
 )
 
 func TestSafe(t *testing.T) {
@@ -77,19 +79,19 @@ func TestClassify(t *testing.T) {
 	for _, tc := range []struct {
 		err      error
 		pipeline bool
-		want     outcome
+		want     rediscmd.Outcome
 	}{
-		{dial, false, outcomeNotSent},
-		{fmt.Errorf("redis: connection pool: %w", dial), false, outcomeNotSent},
-		{redis.ErrPoolTimeout, false, outcomeNotSent},
-		{write, false, outcomeNotSent},
-		{write, true, outcomeMaybeApplied},
-		{read, false, outcomeMaybeApplied},
-		{io.EOF, false, outcomeMaybeApplied},
-		{&net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, false, outcomeMaybeApplied},
-		{context.DeadlineExceeded, false, outcomeMaybeApplied},
-		{errors.New("something else"), false, outcomeMaybeApplied},
-		{redis.ErrClosed, false, outcomeFinal},
+		{dial, false, rediscmd.OutcomeNotSent},
+		{fmt.Errorf("redis: connection pool: %w", dial), false, rediscmd.OutcomeNotSent},
+		{redis.ErrPoolTimeout, false, rediscmd.OutcomeNotSent},
+		{write, false, rediscmd.OutcomeNotSent},
+		{write, true, rediscmd.OutcomeMaybeApplied},
+		{read, false, rediscmd.OutcomeMaybeApplied},
+		{io.EOF, false, rediscmd.OutcomeMaybeApplied},
+		{&net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, false, rediscmd.OutcomeMaybeApplied},
+		{context.DeadlineExceeded, false, rediscmd.OutcomeMaybeApplied},
+		{errors.New("something else"), false, rediscmd.OutcomeMaybeApplied},
+		{redis.ErrClosed, false, rediscmd.OutcomeFinal},
 	} {
 		if got := classify(tc.err, tc.pipeline); got != tc.want {
 			t.Errorf("classify(%v, %v) = %v; want %v", tc.err, tc.pipeline, got, tc.want)

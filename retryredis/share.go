@@ -10,35 +10,24 @@ import (
 	"github.com/retrykit/retry/retryshare"
 )
 
-// ShareStore adapts client to a retryshare.Store, through which
-// retryshare.Budget and retryshare.Throttle share a Budget or Throttle
-// across a fleet. client is any go-redis client (*redis.Client,
-// *redis.ClusterClient, *redis.Ring, a failover client) as the caller
-// configured it, also one with the hook of [NewHook]: the syncs bypass that
-// hook (they are not retried, the next sync is the retry, and count neither
-// in the policy's Budget nor in its Throttle). A nil client gives a nil
-// Store, which retryshare refuses.
+// ShareStore returns the [retryshare.Store] of client: any go-redis client
+// (*redis.Client, *redis.ClusterClient, *redis.Ring, a failover client),
+// also one with the hook of [NewHook], now or later, which the syncs
+// bypass (see bypass).
 func ShareStore(client redis.Scripter) retryshare.Store {
-	if client == nil {
+	switch c := client.(type) {
+	case nil:
 		return nil
+	case *redis.Client:
+		sharing.Store(true)
+	case *redis.Ring:
+		return &ringStore{r: c}
 	}
-	return newStore(client)
+	return store{client}
 }
 
 // store adapts a go-redis client to retryshare.Store.
 type store struct{ c redis.Scripter }
-
-// newStore returns the store of client, whose syncs bypass the hook of
-// AddHook if the client has it, now or later (see bypass).
-func newStore(client redis.Scripter) retryshare.Store {
-	if _, ok := client.(*redis.Client); ok {
-		sharing.Store(true)
-	}
-	if r, ok := client.(*redis.Ring); ok {
-		return &ringStore{r: r}
-	}
-	return store{client}
-}
 
 func (s store) Load(ctx context.Context, script string) (string, error) {
 	ctx = context.WithValue(ctx, shareKey{}, true)

@@ -15,9 +15,12 @@ import (
 var ErrNoScript = fleet.ErrNoScript
 
 // Store adapts a client of a Redis-compatible server to a [Share]. Get one
-// from retryredis.ShareStore or retryvalkey.ShareStore; implement it for
-// another client. A Share calls it from its one goroutine while the client
-// serves others; every call must honour ctx.
+// from retryredis.ShareStore or retryvalkey.ShareStore, whose syncs skip
+// the retry layer of that package: they are not retried (the next sync is
+// the retry) and count neither in the policy's Budget nor in its Throttle.
+// Both give a nil Store for a nil client, which Budget and Throttle refuse.
+// Implement it for another client. A Share calls it from its one goroutine
+// while the client serves others; every call must honour ctx.
 type Store interface {
 	// Load loads script into the server's script cache (SCRIPT LOAD) and
 	// returns its SHA-1. On a cluster it loads it where EvalSHA will run.

@@ -13,22 +13,22 @@ import (
 // valkey-go: a dial error (*net.OpError with Op "dial") comes before
 // anything is written; a *valkey.ValkeyError is a reply (a refusal, or a
 // reply saying the request is wrong); ErrClosing means the client is
-// closed (outcomeFinal: not sent when the client was closed before the
+// closed (rediscmd.OutcomeFinal: not sent when the client was closed before the
 // call, else it may have been applied, see client.final); everything else
 // may have been applied.
-func classify(err error) outcome {
+func classify(err error) rediscmd.Outcome {
 	if ve, ok := valkey.IsValkeyErr(err); ok {
 		if rediscmd.Refusal(ve.Error()) {
-			return outcomeRefused
+			return rediscmd.OutcomeRefused
 		}
-		return outcomeReply
+		return rediscmd.OutcomeReply
 	}
 	if errors.Is(err, valkey.ErrClosing) {
-		return outcomeFinal
+		return rediscmd.OutcomeFinal
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
-		return outcomeNotSent
+		return rediscmd.OutcomeNotSent
 	}
-	return outcomeMaybeApplied
+	return rediscmd.OutcomeMaybeApplied
 }

@@ -16,19 +16,17 @@ import (
 )
 
 // NewClient returns a valkey-go client, built from opt, whose one retry
-// layer follows p:
+// layer follows p, through a retry.Loop per Do, DoCache and DoMulti call:
 //   - valkey-go's own retry loop (for commands it may repeat: read-only
-//     ones and those marked ToRetryable) waits as p says, through
-//     opt.RetryDelay, and stops at p.MaxAttempts, p.MaxElapsed (as a
-//     deadline on the call's context), a p.Budget refusal, a p.Throttle
-//     rejection, or an error p.Retryable rejects;
+//     ones and those marked ToRetryable) waits and stops as the call's
+//     Loop says, through opt.RetryDelay;
 //   - the idempotent writes listed in the package documentation, and every
 //     command sent with a context from MarkSafe, are marked ToRetryable so
 //     that valkey-go's loop may repeat them too;
-//   - every Do, DoCache and DoMulti call runs through retry.Do with p,
-//     which sends a command again, rebuilt from its words, when the server
-//     refused it without running it (BUSY, READONLY, MASTERDOWN, ...; any
-//     command) or when it was not sent (a dial error);
+//   - the same Loop sends a command again, rebuilt from its words, when
+//     the server refused it without running it (BUSY, READONLY,
+//     MASTERDOWN, ...; any command) or when it was not sent (a dial
+//     error);
 //   - a command that failed without a reply comes back with an error
 //     matching retry.ErrNotSent or retry.ErrMaybeApplied.
 //
@@ -98,10 +96,10 @@ func commandTable(ctx context.Context, c valkey.Client, opt valkey.ClientOption)
 }
 
 // client wraps a valkey-go client: it marks safe commands retryable, runs
-// each call through retry.Do with the policy (which accounts its attempts,
-// Budget, Throttle and Observer), sends again what the server refused and
-// what was not sent, and wraps the errors of commands that failed without
-// a reply.
+// each call on a retry.Loop of the policy (which accounts its attempts,
+// Budget, Throttle and Observer, valkey-go's repeats included), sends
+// again what the server refused and what was not sent, and wraps the
+// errors of commands that failed without a reply.
 type client struct {
 	valkey.Client
 	r        *retryer
@@ -122,11 +120,11 @@ func (c *client) Close() {
 
 // final is the outcome of a send that failed with ErrClosing, given
 // whether the client had been closed before the call began.
-func final(closedBefore bool) outcome {
+func final(closedBefore bool) rediscmd.Outcome {
 	if closedBefore {
-		return outcomeNotSent
+		return rediscmd.OutcomeNotSent
 	}
-	return outcomeMaybeApplied
+	return rediscmd.OutcomeMaybeApplied
 }
 
 // safe reports whether cmd may be repeated after it was written: valkey-go
@@ -138,7 +136,7 @@ func (c *client) safe(ctx context.Context, cmd *valkey.Completed) bool {
 		return true
 	}
 	w := cmd.Commands()
-	return markedSafe(ctx) || idempotent(w) || len(w) > 0 && rediscmd.ReadOnly(c.readOnly, w[0])
+	return safeMark.Marked(ctx) || idempotent(w) || len(w) > 0 && rediscmd.ReadOnly(c.readOnly, w[0])
 }
 
 func name(cmd *valkey.Completed) string {
@@ -213,13 +211,13 @@ func (c *client) DoCache(ctx context.Context, cmd valkey.Cacheable, ttl time.Dur
 	})
 }
 
-// send runs one command through retry.Do with the policy. The first send
+// send runs one command on a retry.Loop of the policy. The first send
 // goes through valkey-go's loop, which repeats a retryable command after
-// lost replies and LOADING as RetryDelay says; a refusal that loop does not
-// repeat (BUSY, MASTERDOWN, READONLY, ...), and a command that was not
-// sent, are sent again, rebuilt from k, as retry.Do says. Those resends
-// are not retryable in valkey-go's loop: this loop alone repeats them, a
-// lost reply only when safe.
+// lost replies and LOADING as the same Loop says (see retryer.delay); a
+// refusal that loop does not repeat (BUSY, MASTERDOWN, READONLY, ...), and
+// a command that was not sent, are sent again, rebuilt from k, as the Loop
+// says. Those resends are not retryable in valkey-go's loop: this loop
+// alone repeats them, a lost reply only when safe.
 func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx context.Context, resend bool) valkey.ValkeyResult) valkey.ValkeyResult {
 	var (
 		resp  valkey.ValkeyResult
@@ -229,41 +227,37 @@ func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx conte
 	)
 	closedBefore := c.closed.Load()
 	deadline := c.deadline()
-	err := retry.Do(ctx, c.r.p, func(ctx context.Context) error {
+	cl := c.r.begin(ctx, k, false)
+	defer c.r.end(cl)
+	if k.cmd.IsRetryable() {
+		c.r.register(cl, &k.cmd)
+	}
+	err := c.run(ctx, cl, func(ctx context.Context) error {
 		sent++
 		last = nil
 		ctx, cancel := bounded(ctx, deadline)
+		cl.ctx = ctx
 		resp = do(ctx, sent > 1)
 		if cancel != nil {
 			cancel()
 		}
-		err := resp.Error()
-		if err == nil || valkey.IsValkeyNil(err) {
-			return nil
+		if sent == 1 {
+			c.r.unregister(cl)
+			maybe = cl.maybe // a repeat by valkey-go's loop lost its reply
+			if re, ok := cl.stop.(*retry.Error); ok {
+				// valkey-go's loop ended the call (run returns cl.stop)
+				// after judging the last failure, which a delay wraps in
+				// a *CommandError when it had no reply.
+				last, _ = re.Err.(*CommandError)
+				return nil
+			}
 		}
-		// The first send of a retryable command went through valkey-go's
-		// loop, which already repeated what it could as the policy says.
-		inner := sent == 1 && k.cmd.IsRetryable()
-		switch o := classify(err); o {
-		case outcomeRefused:
-			if (inner && c.innerRetries(err)) || !k.resendable() {
-				return retry.Permanent(err)
-			}
-			return err
-		case outcomeReply:
-			return retry.Permanent(err)
-		default:
-			last = &CommandError{Command: k.name(), Err: err, outcome: o, earlier: maybe}
-			if o == outcomeFinal { // the client is closed
-				last.outcome = final(closedBefore)
-				return retry.Permanent(last)
-			}
-			if inner || !k.resendable() || (o == outcomeMaybeApplied && !safe) {
-				return retry.Permanent(last)
-			}
-			maybe = maybe || o == outcomeMaybeApplied
-			return last
+		var e error
+		e, last = c.judge(resp.Error(), k, safe, sent, closedBefore, maybe)
+		if last != nil && !retry.IsPermanent(e) {
+			maybe = maybe || last.known.Outcome == rediscmd.OutcomeMaybeApplied
 		}
+		return e
 	})
 	if maybe && err != nil && !errors.Is(err, retry.ErrMaybeApplied) {
 		// A send lost its reply, then the loop ended without sending again
@@ -275,22 +269,79 @@ func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx conte
 		// and may keep it.
 		if re, ok := err.(*retry.Error); ok {
 			c := *re
-			c.Err = &CommandError{Command: k.name(), Err: re.Err, outcome: afterLost(re.Err), earlier: true}
+			c.Err = &CommandError{Command: k.name(), Err: re.Err, known: rediscmd.Known{Outcome: afterLost(re.Err), Earlier: true}}
 			err = &c
 		}
 	}
 	return c.result(err, sent, resp, last, maybe)
 }
 
+// run drives cl's Loop around attempt as retry.Do would, until an attempt
+// succeeds or the Loop gives up, and returns nil or the Loop's
+// *retry.Error. valkey-go's loop may end the call inside attempt, through
+// retryer.delay: then its error is returned as it is.
+func (c *client) run(ctx context.Context, cl *call, attempt func(context.Context) error) error {
+	for {
+		_, err := cl.l.Begin(ctx)
+		if err == nil {
+			err = attempt(ctx)
+			if cl.stop != nil {
+				return cl.stop
+			}
+			if err == nil {
+				cl.l.Succeeded(ctx)
+				return nil
+			}
+		}
+		if _, stop := cl.l.Failed(ctx, err); stop != nil {
+			return stop
+		}
+		if stop := cl.l.Wait(ctx); stop != nil {
+			return stop
+		}
+	}
+}
+
+// judge returns what the Loop is told of a send that ended with err (nil
+// for none or a nil reply), the sent-th of the call, and the send's
+// failure without a reply, if any. The first send of a retryable command
+// went through valkey-go's loop, which asked the call's Loop about every
+// repeat it could make: what it did not repeat is not sent again here.
+func (c *client) judge(err error, k *kept, safe bool, sent int, closedBefore, maybe bool) (error, *CommandError) {
+	if err == nil || valkey.IsValkeyNil(err) {
+		return nil, nil
+	}
+	inner := sent == 1 && k.cmd.IsRetryable()
+	switch o := classify(err); o {
+	case rediscmd.OutcomeRefused:
+		if (inner && c.innerRetries(err)) || !k.resendable() {
+			return retry.Permanent(err), nil
+		}
+		return err, nil
+	case rediscmd.OutcomeReply:
+		return retry.Permanent(err), nil
+	default:
+		last := &CommandError{Command: k.name(), Err: err, known: rediscmd.Known{Outcome: o, Earlier: maybe}}
+		if o == rediscmd.OutcomeFinal { // the client is closed
+			last.known.Outcome = final(closedBefore)
+			return retry.Permanent(last), last
+		}
+		if inner || !k.resendable() || (o == rediscmd.OutcomeMaybeApplied && !safe) {
+			return retry.Permanent(last), last
+		}
+		return last, last
+	}
+}
+
 // afterLost is the outcome given to err, the last failure of a call after
 // an earlier send of it lost its reply: a server reply (a refusal, or an
 // error reply) keeps its kind, anything else is "not sent".
-func afterLost(err error) outcome {
+func afterLost(err error) rediscmd.Outcome {
 	var ve *valkey.ValkeyError
 	if errors.As(err, &ve) && !valkey.IsValkeyNil(ve) {
 		return classify(ve)
 	}
-	return outcomeNotSent
+	return rediscmd.OutcomeNotSent
 }
 
 // result is what a call returns after its loop ended with err (nil on

@@ -9,19 +9,18 @@
 // marked ToRetryable left the counter at 1,292 (see docs/redis.md).
 //
 // [NewClient] keeps valkey-go's loop as the one layer and drives it with a
-// [retry.Policy], through ClientOption.RetryDelay:
+// [retry.Policy], through ClientOption.RetryDelay: each Do, DoCache and
+// DoMulti call has one retry.Loop, which decides valkey-go's repeats of
+// its first send and this client's resends alike, as retry.Do decides:
+//   - the waits, MaxAttempts (counting every send of the call), Retryable,
+//     the Budget and the Throttle are the Loop's; a repeat the Throttle
+//     rejects is not sent and costs its attempt and the next wait, waited
+//     before valkey-go's. A pipeline's round counts once, however many
+//     of its commands valkey-go asks about;
 //   - the wait before retry n is p.Delay(n) (any jitter but
 //     DecorrelatedJitter, since valkey-go does not pass the previous wait);
-//   - the loop stops at p.MaxAttempts, when p.Retryable rejects the error,
-//     when p.Budget refuses a retry, or when p.Throttle rejects the next
-//     attempt (valkey-go cannot skip one attempt, so a rejection ends its
-//     loop with the last error). In a pipeline, valkey-go asks RetryDelay
-//     once per failed command until one answer lets it go on, so a Budget
-//     or Throttle that refuses may be asked again within the same round:
-//     pipelines are throttled less strictly than single commands;
-//   - p.MaxElapsed becomes a deadline on the context of every send, which
-//     valkey-go honours by starting no wait that would pass it (unlike
-//     retry.Do, it also bounds the send in flight);
+//   - p.MaxElapsed is also a deadline on the context of every send (unlike
+//     retry.Do, it bounds the send in flight);
 //   - p.AttemptTimeout is refused: valkey-go runs every attempt with the
 //     call's context.
 //
@@ -41,15 +40,15 @@
 // with a context from [MarkSafe]. DoMulti is repeated as a whole only when
 // every command in it (MULTI and EXEC aside) is.
 //
-// Every Do, DoCache and DoMulti call runs through retry.Do with p, its
-// Budget, Throttle and Observer included: an attempt the Throttle rejects
-// is not sent, and the loop waits and tries again as retry.Do does; a dial
-// or read timeout, which the net package reports as matching
+// A dial or read timeout, which the net package reports as matching
 // context.DeadlineExceeded, is an ordinary failure, not the end of the
-// call's context. (DoMultiCache, DoStream, DoMultiStream, Receive and
-// dedicated clients reach valkey-go's own loop only, driven by
-// RetryDelay: their first attempts and final failures are not counted by
-// the Budget or the Throttle, only the repeats valkey-go makes.) A call's first send goes through valkey-go's loop; after
+// call's context. DoMultiCache, DoStream, DoMultiStream, Receive and
+// dedicated clients reach valkey-go's own loop only, without a Loop:
+// RetryDelay applies the policy to each repeat alone (its wait, attempt
+// limit, Retryable, Budget and Throttle), and their first attempts and
+// final failures are not counted by the Budget or the Throttle. So is a
+// command built once (Pin) and sent by two calls at the same time, which
+// RetryDelay cannot tell apart. A call's first send goes through valkey-go's loop; after
 // that, the call sends the command again, rebuilt from its words (valkey-go
 // recycles a command once the server answered it, so the client keeps
 // the words before sending), when:
@@ -61,12 +60,9 @@
 //   - it was not sent: its connection could not be dialled;
 //   - its reply was lost on a resend and it is safe to repeat.
 //
-// A resend is not retryable in valkey-go's loop, so this loop alone counts
-// it; but the attempts valkey-go's loop made for the first send are not
-// counted here (RetryDelay gets nothing that tells calls apart), so a call
-// whose first send lost replies and was then refused may make up to
-// MaxAttempts-1 sends more than MaxAttempts. The Budget, Throttle and
-// MaxElapsed bound every send. A resend of DoCache goes through Do: the
+// A resend is not retryable in valkey-go's loop: the call's Loop alone
+// decides it. The Budget, Throttle, MaxAttempts and MaxElapsed bound every
+// send of the call, valkey-go's repeats included. A resend of DoCache goes through Do: the
 // server answers it, not the client-side cache. A resend is not read-only
 // either: in a cluster it goes to the primary even when
 // ClientOption.SendToReplicas would have chosen a replica. In a pipeline
@@ -107,31 +103,15 @@
 //
 // # Observing
 //
-// The policy's Observer sees every attempt, retry, Budget refusal and
-// Throttle rejection, and one EventDone per call. Those of valkey-go's loop
-// are reported with context.Background(), because RetryDelay gets no
-// context, and the EventDone counts the sends of this client's loop, not
-// valkey-go's repeats of the first send (each has its own EventRetry). A
-// Throttle's own Accepted rule is not consulted for valkey-go's repeats:
-// they are counted with its default rule (timeouts and errors with
-// Overloaded() true are rejections). The Policy's Logger is not used by
-// valkey-go's loop.
-//
-// RetryDelay decides each of valkey-go's repeats without the call's
-// context or history, so its events differ from retry.Do's:
-//   - their Waited and Elapsed are zero, and the call's EventDone.Waited
-//     leaves out valkey-go's waits (so does retryotel's
-//     retry.call.retry_delay);
-//   - a repeat is granted (Budget retry taken, failure counted by the
-//     Throttle, EventRetry and EventAttempt told) before valkey-go checks
-//     the wait against the deadline (the context's, or MaxElapsed's); a
-//     wait that would pass it is then skipped and the call ends, although
-//     the events said it would be made;
-//   - when valkey-go's loop stops (attempts, Budget, Throttle, that
-//     deadline, an error the policy does not retry), the call's EventDone
-//     has ReasonPermanent, not the reason retry.Do would give, since this
-//     client's loop sees the first send's final error only; so does
-//     retryotel's retry.reason.
+// The policy's Observer and Logger see the call's events as retry.Do
+// reports them, valkey-go's repeats included, with the context of the send
+// (a child of the call's), and one EventDone per call with the reason the
+// Loop gave up for. One difference remains: a repeat is granted (Budget
+// retry taken, failure counted by the Throttle, EventRetry and
+// EventAttempt told) before valkey-go compares the wait with the context's
+// deadline; the Loop gives up on a wait that would pass it, but valkey-go
+// reads the clock later and may skip a wait that ends just before it, so
+// that the call ends with an attempt counted that was not made.
 //
 // The EventDone's Err is the call's *retry.Error, except after a send that
 // lost its reply and a loop that then ended without sending again: the

@@ -1,21 +1,6 @@
 package retryvalkey
 
-import (
-	"errors"
-	"net"
-
-	"github.com/retrykit/retry"
-)
-
-type outcome uint8
-
-const (
-	outcomeReply outcome = iota + 1
-	outcomeRefused
-	outcomeNotSent
-	outcomeMaybeApplied
-	outcomeFinal
-)
+import "github.com/retrykit/retry/internal/rediscmd"
 
 // CommandError is the error of a command that failed without a reply from
 // the server. It wraps valkey-go's error (errors.Is and errors.As reach
@@ -30,23 +15,22 @@ type CommandError struct {
 	// Err is valkey-go's error.
 	Err error
 
-	outcome outcome
-	earlier bool // an earlier send of the call may have been applied
+	known rediscmd.Known // what is known of the failure
 }
 
 // Error returns "retryvalkey: INCR: " followed by what is known and the
 // client's error.
 func (e *CommandError) Error() string {
 	what := "may have been applied: "
-	switch e.outcome {
-	case outcomeNotSent:
+	switch e.known.Outcome {
+	case rediscmd.OutcomeNotSent:
 		what = "not sent: "
-		if e.earlier {
+		if e.known.Earlier {
 			what = "may have been applied by an earlier send, then not sent: "
 		}
-	case outcomeRefused:
+	case rediscmd.OutcomeRefused:
 		what = "may have been applied by an earlier send, then refused by the server: "
-	case outcomeReply:
+	case rediscmd.OutcomeReply:
 		what = "may have been applied by an earlier send, then answered: "
 	}
 	return "retryvalkey: " + e.Command + ": " + what + e.Err.Error()
@@ -58,18 +42,9 @@ func (e *CommandError) Unwrap() error { return e.Err }
 // Is reports whether target is retry.ErrNotSent or retry.ErrMaybeApplied and
 // describes this failure.
 func (e *CommandError) Is(target error) bool {
-	switch target {
-	case retry.ErrNotSent:
-		return e.outcome == outcomeNotSent && !e.earlier
-	case retry.ErrMaybeApplied:
-		return e.outcome == outcomeMaybeApplied || e.earlier
-	}
-	return false
+	return e.known.Is(target)
 }
 
 // Overloaded reports whether the failure was a timeout, which a
 // retry.Throttle counts as a rejection by its default rule.
-func (e *CommandError) Overloaded() bool {
-	var ne net.Error
-	return errors.As(e.Err, &ne) && ne.Timeout()
-}
+func (e *CommandError) Overloaded() bool { return rediscmd.Timeout(e.Err) }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/rediscmd"
 	"github.com/valkey-io/valkey-go"
 )
 
@@ -19,15 +20,15 @@ func wrap(resp valkey.ValkeyResult, cmdName string, closedBefore, earlier bool) 
 			// An error reply after a send that lost its reply: not
 			// returned bare, since a refusal would say the command was
 			// not run. (IsValkeyErr leaves out a nil reply, an answer.)
-			return valkey.NewErrorResult(&CommandError{Command: cmdName, Err: ve, outcome: classify(ve), earlier: true})
+			return valkey.NewErrorResult(&CommandError{Command: cmdName, Err: ve, known: rediscmd.Known{Outcome: classify(ve), Earlier: true}})
 		}
 		return resp
 	}
 	o := classify(err)
-	if o == outcomeFinal {
+	if o == rediscmd.OutcomeFinal {
 		o = final(closedBefore)
 	}
-	return valkey.NewErrorResult(&CommandError{Command: cmdName, Err: err, outcome: o, earlier: earlier})
+	return valkey.NewErrorResult(&CommandError{Command: cmdName, Err: err, known: rediscmd.Known{Outcome: o, Earlier: earlier}})
 }
 
 // DoMulti sends commands in one pipeline (or a MULTI ... EXEC block). It is
@@ -79,11 +80,20 @@ func (c *client) DoMulti(ctx context.Context, multi ...valkey.Completed) []valke
 	)
 	closedBefore := c.closed.Load()
 	deadline := c.deadline()
-	err := retry.Do(ctx, c.r.p, func(ctx context.Context) error {
+	cl := c.r.begin(ctx, ks[0], true)
+	defer c.r.end(cl)
+	for i := range multi {
+		if multi[i].IsRetryable() {
+			c.r.register(cl, &multi[i])
+		}
+	}
+	err := c.run(ctx, cl, func(ctx context.Context) error {
 		sent++
 		ctx, cancel := bounded(ctx, deadline)
+		cl.ctx = ctx
 		if sent == 1 {
 			resps = c.Client.DoMulti(ctx, multi...)
+			c.r.unregister(cl)
 		} else {
 			again := make([]valkey.Completed, 0, len(ks)-from)
 			for _, k := range ks[from:] {
@@ -113,11 +123,11 @@ func (c *client) DoMulti(ctx context.Context, multi ...valkey.Completed) []valke
 			// retryable command on its own.
 			inner := sent == 1 && (all || (c.cluster && ks[i].cmd.IsRetryable()))
 			switch classify(err) {
-			case outcomeRefused:
+			case rediscmd.OutcomeRefused:
 				resend = resend && !(inner && c.innerRetries(err))
-			case outcomeNotSent:
+			case rediscmd.OutcomeNotSent:
 				resend = resend && !inner
-			case outcomeMaybeApplied:
+			case rediscmd.OutcomeMaybeApplied:
 				resend = resend && !inner && all
 				lost = true
 			default:

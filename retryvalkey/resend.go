@@ -14,6 +14,7 @@ import (
 type kept struct {
 	words []string
 	cmd   valkey.Completed // flags and slot; its words are valkey-go's
+	call  call             // the call's state, when this is its first command
 }
 
 var keptPool = sync.Pool{New: func() any { return new(kept) }}

@@ -3,18 +3,187 @@ package retryvalkey
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/rediscmd"
 	"github.com/valkey-io/valkey-go"
 )
 
-// retryer is valkey-go's RetryDelay built from a Policy. valkey-go calls it
-// after every failed attempt it may retry, with the attempts made so far,
-// on the goroutine of the call; it gets no context, so it holds no state
-// per call: the attempt number valkey-go passes is the retry number.
+// retryer is valkey-go's RetryDelay built from a Policy, and the calls of
+// the client in flight. valkey-go calls delay after every failed attempt it
+// may retry, with the attempts made so far, on the goroutine of the call
+// (or, for a cluster's pipeline, of one of its nodes), and gives it the
+// command but no context: delay finds the call's retry.Loop from the
+// command's first word, whose address the call registered before its
+// first send. The zero retryer (with a valid p) is ready to use.
 type retryer struct {
 	p retry.Policy
+
+	mu    sync.Mutex
+	calls map[*string]slot // by the address of a registered command's first word; guarded by mu
+}
+
+// slot is the entry of a command's first word: the call that sends it, or
+// nil while several calls send the same (pinned) command at once, which
+// delay then cannot tell apart.
+type slot struct {
+	c *call
+	n int // the calls that registered this command
+}
+
+// call is one Do, DoCache or DoMulti call: its retry.Loop, which the call's
+// own resends and valkey-go's repeats of its first send both drive (under
+// mu: a cluster's pipeline asks from several goroutines), and what those
+// repeats learned.
+type call struct {
+	mu       sync.Mutex
+	l        retry.Loop
+	ctx      context.Context // the context of the send in progress, for the Loop's events and deadline
+	pipeline bool            // DoMulti: its errors are judged bare, as its own loop does
+	round    int             // valkey-go's attempt number last judged, 0 for none
+	wait     time.Duration   // the answer given for round
+	stop     error           // the *retry.Error that ended the call in delay; nil while it goes on
+	maybe    bool            // a repeat of a single command lost its reply
+	keys     []*string       // the registered first words
+	over     bool            // the first send returned: delay no longer drives l
+}
+
+// begin returns the state of a new call, its Loop at its first attempt,
+// kept in k, the call's first command, and pooled with it. Call register
+// for each command that valkey-go's loop may repeat, and end when the call
+// returns, before k is released.
+func (r *retryer) begin(ctx context.Context, k *kept, pipeline bool) *call {
+	c := &k.call
+	*c = call{l: r.p.Loop(), ctx: ctx, pipeline: pipeline, keys: c.keys[:0]}
+	return c
+}
+
+// register makes delay find c from cmd's first word.
+func (r *retryer) register(c *call, cmd *valkey.Completed) {
+	w := cmd.Commands()
+	if len(w) == 0 {
+		return
+	}
+	k := &w[0]
+	r.mu.Lock()
+	if r.calls == nil {
+		r.calls = make(map[*string]slot)
+	}
+	s := r.calls[k]
+	if s.n == 0 {
+		s.c = c
+	} else {
+		s.c = nil
+	}
+	s.n++
+	r.calls[k] = s
+	r.mu.Unlock()
+	c.keys = append(c.keys, k)
+}
+
+// unregister undoes register for every command of c. The call does so as
+// soon as its first send returns: valkey-go then recycles the commands,
+// and another call may register the same words.
+func (r *retryer) unregister(c *call) {
+	if len(c.keys) == 0 {
+		return
+	}
+	r.mu.Lock()
+	for _, k := range c.keys {
+		if s := r.calls[k]; s.n <= 1 {
+			delete(r.calls, k)
+		} else {
+			s.n--
+			r.calls[k] = s
+		}
+	}
+	r.mu.Unlock()
+	clear(c.keys)
+	c.keys = c.keys[:0]
+	// A delay that found c just before, for a command valkey-go recycled
+	// and another goroutine sent since, must leave c's Loop alone.
+	c.mu.Lock()
+	c.over = true
+	c.mu.Unlock()
+}
+
+// end unregisters c if it has not done so, and clears it.
+func (r *retryer) end(c *call) {
+	r.unregister(c)
+	*c = call{keys: c.keys}
+}
+
+// lookup returns the call that registered cmd, or nil.
+func (r *retryer) lookup(cmd *valkey.Completed) *call {
+	w := cmd.Commands()
+	if len(w) == 0 {
+		return nil
+	}
+	r.mu.Lock()
+	c := r.calls[&w[0]].c
+	r.mu.Unlock()
+	return c
+}
+
+// delay is the RetryDelayFn: attempts is the number of attempts valkey-go
+// made, the failed one included. It returns the wait before the next
+// attempt, or -1 to stop. For a registered call, the call's Loop judges the
+// failure (Failed) and begins the next attempt before valkey-go waits, so
+// that a retry the Throttle rejects costs its attempt and the next wait,
+// as in retry.Do; when the Loop gives up, the call ends with its error.
+// It may block, in a wait after a rejection, on valkey-go's goroutine.
+func (r *retryer) delay(attempts int, cmd valkey.Completed, err error) time.Duration {
+	c := r.lookup(&cmd)
+	if c == nil {
+		return r.unowned(attempts, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.over:
+		return r.unowned(attempts, err)
+	case c.stop != nil:
+		return -1
+	case attempts == c.round: // a cluster pipeline's other commands of the same round
+		return c.wait
+	}
+	c.round = attempts
+	if !c.pipeline {
+		err = c.judged(&cmd, err)
+	}
+	d, stop := c.l.Failed(c.ctx, err)
+	for stop == nil {
+		if _, terr := c.l.Begin(c.ctx); terr == nil {
+			break
+		}
+		// The Throttle rejected the repeat: it counts as an attempt, and
+		// the wait granted after it is waited here, as retry.Do waits it
+		// (the context and the time budget bound it), before the next
+		// is asked for; valkey-go waits d after.
+		if _, stop = c.l.Failed(c.ctx, retry.ErrThrottled); stop == nil {
+			stop = c.l.Wait(c.ctx)
+		}
+	}
+	if stop != nil {
+		c.stop, d = stop, -1
+	}
+	c.wait = d
+	return d
+}
+
+// judged is err, the failure of a repeat of a single command, as the
+// call's own loop sees it: a failure without a reply in a *CommandError
+// that knows whether an earlier repeat lost its reply; a reply as it is.
+func (c *call) judged(cmd *valkey.Completed, err error) error {
+	o := classify(err)
+	if o == rediscmd.OutcomeReply || o == rediscmd.OutcomeRefused {
+		return err
+	}
+	ce := &CommandError{Command: name(cmd), Err: err, known: rediscmd.Known{Outcome: o, Earlier: c.maybe}}
+	c.maybe = c.maybe || o == rediscmd.OutcomeMaybeApplied
+	return ce
 }
 
 // maxAttempts returns the policy's attempt limit, 0 for none.
@@ -52,15 +221,13 @@ func (r *retryer) observe(e retry.Event) {
 	}
 }
 
-// delay is the RetryDelayFn: attempts is the number of attempts made, the
-// failed one included. It returns the wait before the next attempt, or -1
-// to stop.
-//
-// The failed attempt is counted by the Throttle here only when the loop
-// goes on: when it stops, the call ends with that attempt's error, which
-// the client's own loop (retry.Do) counts. The Throttle's decision on the
-// next attempt is therefore taken before the failure is counted.
-func (r *retryer) delay(attempts int, cmd valkey.Completed, err error) time.Duration {
+// unowned is delay for a command that no call registered (sent with
+// DoMultiCache, DoStream, Receive or a dedicated client, or a pinned
+// command that several calls send at once): with no Loop to drive, it
+// applies the policy to the repeat alone. It returns the wait before the
+// next attempt, or -1 to stop. The failed attempt is counted by the
+// Throttle here only when the loop goes on.
+func (r *retryer) unowned(attempts int, err error) time.Duration {
 	p := &r.p
 	if retry.IsPermanent(err) || (p.Retryable != nil && !p.Retryable(err)) {
 		return -1

@@ -99,3 +99,137 @@ func TestInnerEventsReportMaxAttemptsAsDo(t *testing.T) {
 		t.Fatalf("events %v: valkey-go's loop did not retry the lost reply", got)
 	}
 }
+
+// TestInnerLoopReason: when valkey-go's own loop stops repeating the
+// first send, the call ends for the reason the policy gave, in its error
+// and in EventDone, as retry.Do would report it (it was ReasonPermanent
+// whatever the reason).
+func TestInnerLoopReason(t *testing.T) {
+	noRetries, err := retry.NewBudget(retry.BudgetConfig{Ratio: -1, MinPerSecond: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		budget   *retry.Budget
+		attempts int // sends the server saw, and the error's Attempts
+		want     retry.Reason
+	}{
+		{"attempts", nil, 3, retry.ReasonAttempts},
+		{"budget", noRetries, 1, retry.ReasonBudget},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: only("get")})
+			var o retrytest.Recorder
+			p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3, Budget: tc.budget, Observer: &o}
+			c := newClient(t, px.Addr(), p)
+			err := c.Do(context.Background(), c.B().Get().Key("k").Build()).Error()
+			if !errors.Is(err, retry.ErrMaybeApplied) {
+				t.Fatalf("GET with every reply lost: %v; want retry.ErrMaybeApplied", err)
+			}
+			// After one send the call returns its failure bare, after more
+			// the loop's error.
+			var re *retry.Error
+			if tc.attempts > 1 && (!errors.As(err, &re) || re.Reason != tc.want || re.Attempts != tc.attempts) {
+				t.Fatalf("GET with every reply lost: %v (%T); want a *retry.Error with %v after %d attempts", err, err, tc.want, tc.attempts)
+			}
+			if pa, r, _ := px.Counts("get"); pa+r != int64(tc.attempts) {
+				t.Fatalf("proxy saw %d GETs; want %d", pa+r, tc.attempts)
+			}
+			if done, _ := o.Done(); o.Count(retry.EventDone) != 1 || done.Reason != tc.want || done.Attempt != tc.attempts {
+				t.Fatalf("events %v; want one EventDone, with %v at attempt %d", &o, tc.want, tc.attempts)
+			}
+		})
+	}
+}
+
+// TestInnerAndOuterSendsShareMaxAttempts: the repeats valkey-go's loop
+// makes of the first send and the client's own resends count in one
+// Loop, so that a call makes at most MaxAttempts sends (it could make
+// MaxAttempts-1 more).
+func TestInnerAndOuterSendsShareMaxAttempts(t *testing.T) {
+	srv := redistest.Start(t)
+	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: only("set")})
+	var done atomic.Int64
+	p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 4,
+		Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+			switch {
+			case e.Kind == retry.EventAttempt && e.Attempt == 2:
+				// From the second send on, the server refuses the SET
+				// without running it; valkey-go's loop does not repeat
+				// NOREPLICAS, this client does.
+				px.SetConfig(faultproxy.Config{})
+				if _, err := srv.Do("CONFIG", "SET", "min-replicas-to-write", "1"); err != nil {
+					t.Error(err)
+				}
+			case e.Kind == retry.EventDone:
+				done.Store(int64(e.Reason))
+			}
+		})}
+	c := newClient(t, px.Addr(), p)
+	err := c.Do(context.Background(), c.B().Set().Key("k").Value("v").Build()).Error()
+	var re *retry.Error
+	if !errors.As(err, &re) || re.Attempts != 4 || re.Reason != retry.ReasonAttempts || !errors.Is(err, retry.ErrMaybeApplied) {
+		t.Fatalf("SET lost, then refused: %v (%T); want a *retry.Error after 4 attempts (ReasonAttempts) matching retry.ErrMaybeApplied", err, err)
+	}
+	if pa, r, _ := px.Counts("set"); pa+r != 4 {
+		t.Fatalf("proxy saw %d SETs; want 4 (MaxAttempts)", pa+r)
+	}
+	if got := retry.Reason(done.Load()); got != retry.ReasonAttempts {
+		t.Fatalf("EventDone reason %v; want %v", got, retry.ReasonAttempts)
+	}
+}
+
+// TestInnerLoopThrottled: a repeat of the first send that the Throttle
+// rejects is not sent, costs its attempt and its wait, and the Loop goes
+// on as retry.Do would, up to MaxAttempts (valkey-go's loop used to end
+// at the first rejection).
+func TestInnerLoopThrottled(t *testing.T) {
+	srv := redistest.Start(t)
+	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: only("get")})
+	th, err := retry.NewThrottle(retry.ThrottleConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o retrytest.Recorder
+	p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3, Throttle: th,
+		Observer: retry.Observers(retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+			if e.Kind == retry.EventAttempt && e.Attempt == 1 {
+				th.Override(retry.ThrottleRejectAll)
+			}
+		}), &o)}
+	c := newClient(t, px.Addr(), p)
+	err = c.Do(context.Background(), c.B().Get().Key("k").Build()).Error()
+	var re *retry.Error
+	if !errors.As(err, &re) || re.Attempts != 3 || re.Reason != retry.ReasonAttempts || !errors.Is(err, retry.ErrMaybeApplied) || !errors.Is(err, retry.ErrThrottled) {
+		t.Fatalf("GET lost, then throttled: %v (%T); want a *retry.Error after 3 attempts (ReasonAttempts) matching retry.ErrMaybeApplied and retry.ErrThrottled", err, err)
+	}
+	if pa, r, _ := px.Counts("get"); pa+r != 1 {
+		t.Fatalf("proxy saw %d GETs; want 1 (the Throttle rejected the repeats)", pa+r)
+	}
+	done, _ := o.Done()
+	if o.Count(retry.EventThrottled) != 2 || o.Count(retry.EventDone) != 1 || done.Reason != retry.ReasonAttempts || done.Waited <= 0 {
+		t.Fatalf("events %v, EventDone %+v; want 2 rejections, one EventDone with %v and the waits counted", &o, done, retry.ReasonAttempts)
+	}
+}
+
+// TestInnerLoopPipeline: valkey-go's repeats of a pipeline of read-only
+// commands are attempts of the DoMulti call's one Loop: each round counts
+// once, however many commands lost their replies, and the call ends for
+// the policy's reason.
+func TestInnerLoopPipeline(t *testing.T) {
+	srv := redistest.Start(t)
+	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: only("get")})
+	var o retrytest.Recorder
+	p := retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3, Observer: &o}
+	c := newClient(t, px.Addr(), p)
+	for i, r := range c.DoMulti(context.Background(), c.B().Get().Key("a").Build(), c.B().Get().Key("b").Build()) {
+		if !errors.Is(r.Error(), retry.ErrMaybeApplied) {
+			t.Errorf("GET %d with every reply lost: %v; want retry.ErrMaybeApplied", i, r.Error())
+		}
+	}
+	if o.Attempts() != 3 || o.Count(retry.EventRetry) != 2 || o.Count(retry.EventDone) != 1 || o.Reason() != retry.ReasonAttempts {
+		t.Fatalf("events %v; want 3 attempts, 2 retries, one EventDone with %v", &o, retry.ReasonAttempts)
+	}
+}

@@ -6,20 +6,15 @@ import (
 	"github.com/retrykit/retry/internal/rediscmd"
 )
 
-type safeKey struct{}
+// safeMark is the mark of MarkSafe.
+var safeMark rediscmd.SafeMark
 
 // MarkSafe returns a context that marks every command sent with it through
 // a client from NewClient as safe to repeat, as valkey-go's
 // Completed.ToRetryable does for one command: the caller knows that
-// applying it twice does no harm.
-func MarkSafe(ctx context.Context) context.Context {
-	return context.WithValue(ctx, safeKey{}, true)
-}
-
-func markedSafe(ctx context.Context) bool {
-	v, _ := ctx.Value(safeKey{}).(bool)
-	return v
-}
+// applying it twice does no harm. The mark is retryvalkey's own:
+// retryredis does not see it.
+func MarkSafe(ctx context.Context) context.Context { return safeMark.Mark(ctx) }
 
 // idempotent reports whether a command (valkey-go's words, the name
 // first) is an idempotent write or harmless (see rediscmd).

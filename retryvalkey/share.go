@@ -8,33 +8,21 @@ import (
 	"github.com/valkey-io/valkey-go"
 )
 
-// ShareStore adapts client to a retryshare.Store, through which
-// retryshare.Budget and retryshare.Throttle share a Budget or Throttle
-// across a fleet. client is a valkey.Client (standalone, cluster or
-// Sentinel) as the caller configured it, also one that [NewClient]
-// returned: the syncs skip its retry loop (they are not retried, the next
-// sync is the retry, and count neither in the policy's Budget nor in its
-// Throttle). A nil client gives a nil Store, which retryshare refuses.
-func ShareStore(client valkey.Client) retryshare.Store {
-	if client == nil {
+// ShareStore returns the [retryshare.Store] of c, a valkey.Client
+// (standalone, cluster or Sentinel), also one that [NewClient] returned,
+// whose retry loop the syncs skip.
+func ShareStore(c valkey.Client) retryshare.Store {
+	if w, ok := c.(*client); ok {
+		return store{w.Client}
+	}
+	if c == nil {
 		return nil
 	}
-	return newStore(client)
+	return store{c}
 }
 
 // store adapts a valkey-go client to retryshare.Store.
 type store struct{ c valkey.Client }
-
-// newStore returns the store of c. The client of NewClient is unwrapped:
-// a Share's syncs skip the wrapper's retry loop (the next sync is the
-// retry), so that they are neither first attempts of its Budget nor
-// requests of its Throttle.
-func newStore(c valkey.Client) store {
-	if w, ok := c.(*client); ok {
-		return store{w.Client}
-	}
-	return store{c}
-}
 
 // Load loads the script on every node of the client: SCRIPT LOAD has no
 // key, and valkey-go sends a keyless command to an arbitrary node of a
