@@ -79,7 +79,7 @@ func grpcLibs() []struct {
 		opts []grpc.DialOption
 	}{
 		{"grpc", nil},
-		{"retrykit", retrygrpc.DialOptions(retry.Policy{Initial: retry.Immediate, MaxAttempts: 4})},
+		{"retrykit", must(retrygrpc.DialOptions(retry.Policy{Initial: retry.Immediate, MaxAttempts: 4}))},
 		{"middleware", []grpc.DialOption{grpc.WithUnaryInterceptor(grpcretry.UnaryClientInterceptor(grpcretry.WithMax(4), noWait))}},
 	}
 }
@@ -137,7 +137,7 @@ func benchInterceptor(b *testing.B, failEvery int) {
 		{"grpc", func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}},
-		{"retrykit", retrygrpc.UnaryClientInterceptor(retry.Policy{Initial: retry.Immediate, MaxAttempts: 4})},
+		{"retrykit", must(retrygrpc.UnaryClientInterceptor(retry.Policy{Initial: retry.Immediate, MaxAttempts: 4}))},
 		{"middleware", grpcretry.UnaryClientInterceptor(grpcretry.WithMax(4), noWait)},
 	} {
 		if failEvery > 1 && lib.name == "grpc" {
@@ -161,4 +161,12 @@ func benchInterceptor(b *testing.B, failEvery int) {
 			}
 		})
 	}
+}
+
+// must returns v, and panics with err: the setups compared are valid.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

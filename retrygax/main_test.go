@@ -16,6 +16,7 @@ import (
 	"github.com/googleapis/gax-go/v2"
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retrygax"
+	"github.com/retrykit/retry/retrygrpc"
 	"go.uber.org/goleak"
 	"google.golang.org/api/option"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -151,6 +152,15 @@ func failing(k int, err error) func(int) error {
 }
 
 // mustPolicy is WithPolicy for a policy the test knows it accepts.
+// mustDial is retrygrpc.DialOptions, which panics if p is refused.
+func mustDial(p retry.Policy) []grpc.DialOption {
+	dopts, err := retrygrpc.DialOptions(p)
+	if err != nil {
+		panic(err)
+	}
+	return dopts
+}
+
 func mustPolicy(p retry.Policy, opts ...retrygax.Option) gax.CallOption {
 	o, err := retrygax.WithPolicy(p, opts...)
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/retrykit/retry"
-	"github.com/retrykit/retry/retrygrpc"
 	"github.com/retrykit/retry/retrytest"
 )
 
@@ -38,9 +37,9 @@ func TestContextEndsInLowerLayersWait(t *testing.T) {
 						cancel()
 					}
 				})
-				dopts = retrygrpc.DialOptions(lower)
+				dopts = mustDial(lower)
 			} else {
-				dopts = append(retrygrpc.DialOptions(lower), grpc.WithChainUnaryInterceptor(
+				dopts = append(mustDial(lower), grpc.WithChainUnaryInterceptor(
 					func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 						err := invoker(ctx, method, req, reply, cc, opts...)
 						cancel() // below retrygrpc's interceptor: after its attempt, before its wait

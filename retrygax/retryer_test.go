@@ -14,7 +14,6 @@ import (
 	"github.com/googleapis/gax-go/v2"
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retrygax"
-	"github.com/retrykit/retry/retrygrpc"
 	"github.com/retrykit/retry/retryhttp"
 	"github.com/retrykit/retry/retrytest"
 	"google.golang.org/grpc"
@@ -140,7 +139,7 @@ func TestGRPCStackedOverInterceptor(t *testing.T) {
 	f := &fakeRedis{script: failing(100, status.Error(codes.Unavailable, "down"))}
 	p := fast
 	p.MaxAttempts = 3
-	c := grpcClient(t, f, retrygrpc.DialOptions(p)...)
+	c := grpcClient(t, f, mustDial(p)...)
 	c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(p)}
 	_, err := getInstance(t.Context(), c)
 	if status.Code(err) != codes.Unavailable || !retry.IsExhausted(err) {
@@ -386,7 +385,7 @@ func TestGRPCStackedPushbackStop(t *testing.T) {
 			script:  failing(100, status.Error(codes.Unavailable, "go away")),
 			trailer: metadata.Pairs("grpc-retry-pushback-ms", "-1"),
 		}
-		c := grpcClient(t, f, retrygrpc.DialOptions(fast)...)
+		c := grpcClient(t, f, mustDial(fast)...)
 		if stacked {
 			c.CallOptions.GetInstance = []gax.CallOption{mustPolicy(fast)}
 		}
@@ -406,7 +405,7 @@ func TestGRPCStackedCommittedNotRetried(t *testing.T) {
 		f := &fakeRedis{}
 		var dopts []grpc.DialOption
 		if stacked {
-			dopts = retrygrpc.DialOptions(fast)
+			dopts = mustDial(fast)
 		}
 		c := grpcClient(t, f, dopts...)
 		c.CallOptions.GetInstance = []gax.CallOption{

@@ -32,7 +32,7 @@ func BenchmarkUnary(b *testing.B) {
 		{"bare", nil, nil},
 		{"bare-trailer", nil, []grpc.CallOption{grpc.Trailer(&md)}},
 		{"bare-header-trailer", nil, []grpc.CallOption{grpc.Header(&hd), grpc.Trailer(&md)}},
-		{"retrygrpc", retrygrpc.DialOptions(retry.Policy{}), nil},
+		{"retrygrpc", dialOptions(b, retry.Policy{}), nil},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			cc := serve(b, s, bc.dopts...)
@@ -58,7 +58,7 @@ func BenchmarkUnary(b *testing.B) {
 func BenchmarkUnaryPaired(b *testing.B) {
 	s := &echoServer{}
 	bare := serve(b, s)
-	intercepted := serve(b, s, retrygrpc.DialOptions(retry.Policy{})...)
+	intercepted := serve(b, s, dialOptions(b, retry.Policy{})...)
 	ctx := context.Background()
 	call := func(cc *grpc.ClientConn) func() {
 		return func() {
@@ -131,7 +131,7 @@ func BenchmarkUnaryInterceptor(b *testing.B) {
 	} {
 		for _, failures := range []int{0, 2} {
 			b.Run("md="+md.name+"/retry="+strconv.Itoa(failures), func(b *testing.B) {
-				ic := retrygrpc.UnaryClientInterceptor(retry.Policy{Initial: retry.Immediate, MaxAttempts: 4})
+				ic := unaryInterceptor(b, retry.Policy{Initial: retry.Immediate, MaxAttempts: 4})
 				n := 0
 				invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
 					if n++; n%(failures+1) != 0 {

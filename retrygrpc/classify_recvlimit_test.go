@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/retrykit/retry"
-	"github.com/retrykit/retry/retrygrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -38,7 +37,7 @@ func TestServerRecvLimitIsRetriedUnlessTheClientKnowsIt(t *testing.T) {
 	}
 	var attempts atomic.Int32 // attempts that the interceptor made
 	cc := serveWith(t, lis, lis.Addr().String(), s, []grpc.ServerOption{grpc.MaxRecvMsgSize(limit)},
-		append(retrygrpc.DialOptions(fast), countAttempts(&attempts)))
+		append(dialOptions(t, fast), countAttempts(&attempts)))
 
 	// What the client sees, without the interceptor's view: the bare
 	// connection below it (a second one, no interceptor).

@@ -2,7 +2,11 @@
 // unary and stream client interceptors that retry with a retry.Policy, and
 // DialOptions, which installs both and turns off grpc-go's own retry.
 //
-//	cc, err := grpc.NewClient(target, append(retrygrpc.DialOptions(policy),
+//	dopts, err := retrygrpc.DialOptions(policy) // refuses an invalid policy
+//	if err != nil {
+//		return err
+//	}
+//	cc, err := grpc.NewClient(target, append(dopts,
 //		grpc.WithTransportCredentials(creds))...)
 //
 // # What is retried

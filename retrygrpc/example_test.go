@@ -22,7 +22,11 @@ func ExampleDialOptions() {
 	defer stop()
 
 	p := retry.Policy{Initial: 10 * time.Millisecond, MaxAttempts: 4}
-	cc, err := grpc.NewClient(addr, append(retrygrpc.DialOptions(p),
+	dopts, err := retrygrpc.DialOptions(p)
+	if err != nil {
+		log.Fatal(err) // an invalid p, or a field the interceptors cannot honour
+	}
+	cc, err := grpc.NewClient(addr, append(dopts,
 		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		log.Fatal(err)
@@ -41,13 +45,17 @@ func ExampleWithMethods() {
 	addr, stop := listen(s)
 	defer stop()
 
+	ic, err := retrygrpc.UnaryClientInterceptor(
+		retry.Policy{Initial: 10 * time.Millisecond},
+		retrygrpc.WithCodes(codes.Unavailable, codes.ResourceExhausted, codes.Internal, codes.Unknown),
+		retrygrpc.WithMethods("/retrygrpc.test.Echo/Unary"), // idempotent
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
 	cc, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithUnaryInterceptor(retrygrpc.UnaryClientInterceptor(
-			retry.Policy{Initial: 10 * time.Millisecond},
-			retrygrpc.WithCodes(codes.Unavailable, codes.ResourceExhausted, codes.Internal, codes.Unknown),
-			retrygrpc.WithMethods("/retrygrpc.test.Echo/Unary"), // idempotent
-		)),
+		grpc.WithUnaryInterceptor(ic),
 		grpc.WithDisableRetry())
 	if err != nil {
 		log.Fatal(err)

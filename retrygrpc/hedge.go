@@ -21,9 +21,9 @@ import (
 // p.MaxAttempts in all (maxAttempts) and h's MaxCopies in flight; the first
 // OK wins, and the other copies are cancelled. Hedge only methods safe to
 // run several times at once. &retry.Hedger{} (the zero Hedger) hedges with
-// the defaults, adaptively; share one per backend. A nil h is refused:
-// every call of a method it names then returns an error saying so without
-// calling the method, as with an invalid p (leave the option out for no
+// the defaults, adaptively; share one per backend. A nil h is refused: the
+// constructor given it (UnaryClientInterceptor, StreamClientInterceptor or
+// DialOptions) returns an error saying so (leave the option out for no
 // hedging). Calling it again replaces h and adds names.
 //
 // The codes of WithCodes (by default UNAVAILABLE and RESOURCE_EXHAUSTED)
@@ -69,7 +69,7 @@ func WithHedging(h *retry.Hedger, fullMethods ...string) Option {
 	})
 }
 
-// errNilHedger is the error of every call that WithHedging(nil) would hedge.
+// errNilHedger is the error of a constructor given WithHedging(nil).
 var errNilHedger = errors.New("retrygrpc: WithHedging with a nil *retry.Hedger (&retry.Hedger{} hedges with the defaults; leave the option out for no hedging)")
 
 // hedges reports whether method is hedged (WithHedging was given).
@@ -85,13 +85,9 @@ func (c *config) hedges(method string) bool {
 // c.hedger and hands every other call to plain, the retry interceptor.
 func hedging(p retry.Policy, c *config, plain grpc.UnaryClientInterceptor) grpc.UnaryClientInterceptor {
 	h := c.hedger
-	invalid := p.Validate()
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
-		if h == nil && c.hedges(method) && invalid == nil {
-			return errNilHedger
-		}
 		msg, ok := reply.(proto.Message)
-		if !ok || !c.hedges(method) || invalid != nil || ctx.Err() != nil {
+		if !ok || !c.hedges(method) || ctx.Err() != nil {
 			return plain(ctx, method, req, reply, cc, invoker, callOpts...)
 		}
 		ctx = withoutPrevious(ctx)

@@ -30,7 +30,7 @@ func TestUnaryHedgeFailureAfterHeadersAndCancel(t *testing.T) {
 			grpc.SendHeader(ctx, metadata.Pairs("k", "v"))
 			return "", status.Error(codes.Unavailable, "after headers")
 		}}
-		cc := serveInBubble(t, s, grpc.WithChainUnaryInterceptor(retrygrpc.UnaryClientInterceptor(retry.Policy{}, retrygrpc.WithHedging(h))))
+		cc := serveInBubble(t, s, grpc.WithChainUnaryInterceptor(unaryInterceptor(t, retry.Policy{}, retrygrpc.WithHedging(h))))
 		start := time.Now()
 		_, err := callUnary(t.Context(), cc, methodUnary)
 		if status.Code(err) != codes.Unavailable || time.Since(start) != 10*time.Millisecond || s.Calls(methodUnary) != 2 {
@@ -41,7 +41,7 @@ func TestUnaryHedgeFailureAfterHeadersAndCancel(t *testing.T) {
 			<-ctx.Done()
 			return "", ctx.Err()
 		}}
-		cc2 := serveInBubble(t, s2, grpc.WithChainUnaryInterceptor(retrygrpc.UnaryClientInterceptor(retry.Policy{}, retrygrpc.WithHedging(h))))
+		cc2 := serveInBubble(t, s2, grpc.WithChainUnaryInterceptor(unaryInterceptor(t, retry.Policy{}, retrygrpc.WithHedging(h))))
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(25*time.Millisecond, cancel)
 		start = time.Now()
@@ -68,7 +68,7 @@ func TestUnaryHedgeCallerHeaderAndTrailerAreTheWinners(t *testing.T) {
 			grpc.SetTrailer(ctx, metadata.Pairs("copy-trailer", "winner"))
 			return in, nil
 		}}
-		cc := serveInBubble(t, s, grpc.WithChainUnaryInterceptor(retrygrpc.UnaryClientInterceptor(retry.Policy{}, retrygrpc.WithHedging(h))))
+		cc := serveInBubble(t, s, grpc.WithChainUnaryInterceptor(unaryInterceptor(t, retry.Policy{}, retrygrpc.WithHedging(h))))
 		var (
 			header, trailer metadata.MD
 			pr              peer.Peer

@@ -89,7 +89,7 @@ func TestUnaryHedgeJavaExample(t *testing.T) {
 		}
 		p := retry.Policy{MaxAttempts: 3}
 		plain := serveInBubble(t, s, grpc.WithDisableRetry())
-		hedged := serveInBubble(t, s, grpc.WithChainUnaryInterceptor(retrygrpc.UnaryClientInterceptor(p, retrygrpc.WithHedging(h))), grpc.WithDisableRetry())
+		hedged := serveInBubble(t, s, grpc.WithChainUnaryInterceptor(unaryInterceptor(t, p, retrygrpc.WithHedging(h))), grpc.WithDisableRetry())
 		b99, b999 := tail(t, plain, 2000)
 		a99, a999 := tail(t, hedged, 2000)
 		t.Logf("without hedging p99 %v, p99.9 %v; with hedging p99 %v, p99.9 %v", b99, b999, a99, a999)
@@ -118,7 +118,7 @@ func TestUnaryHedgeCodes(t *testing.T) {
 			time.Sleep(time.Millisecond)
 			return in, nil
 		}}
-		cc := serveInBubble(t, s, grpc.WithChainUnaryInterceptor(retrygrpc.UnaryClientInterceptor(retry.Policy{}, retrygrpc.WithHedging(h))))
+		cc := serveInBubble(t, s, grpc.WithChainUnaryInterceptor(unaryInterceptor(t, retry.Policy{}, retrygrpc.WithHedging(h))))
 		start := time.Now()
 		if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
 			t.Fatal(err)
@@ -137,7 +137,7 @@ func TestUnaryHedgeCodes(t *testing.T) {
 			}
 			return "", status.Error(codes.InvalidArgument, "bad")
 		}}
-		cc2 := serveInBubble(t, s2, grpc.WithChainUnaryInterceptor(retrygrpc.UnaryClientInterceptor(retry.Policy{}, retrygrpc.WithHedging(h))))
+		cc2 := serveInBubble(t, s2, grpc.WithChainUnaryInterceptor(unaryInterceptor(t, retry.Policy{}, retrygrpc.WithHedging(h))))
 		start = time.Now()
 		_, err := callUnary(t.Context(), cc2, methodUnary)
 		if status.Code(err) != codes.InvalidArgument || time.Since(start) != 10*time.Millisecond || s2.Calls(methodUnary) != 2 {
@@ -162,7 +162,7 @@ func TestUnaryHedgePushbackAndMethods(t *testing.T) {
 			}
 			return in, nil
 		}}
-		ic := retrygrpc.UnaryClientInterceptor(retry.Policy{}, retrygrpc.WithHedging(h), retrygrpc.WithMethods(methodUnary))
+		ic := unaryInterceptor(t, retry.Policy{}, retrygrpc.WithHedging(h), retrygrpc.WithMethods(methodUnary))
 		cc := serveInBubble(t, s, grpc.WithChainUnaryInterceptor(ic))
 		if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
 			t.Fatal(err)
@@ -191,7 +191,7 @@ func TestWithHedgingKeepsOtherMethodsRetried(t *testing.T) {
 			return in, nil
 		}}
 		p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 3}
-		cc := serveInBubble(t, s, retrygrpc.DialOptions(p, retrygrpc.WithHedging(h, methodUnary))...)
+		cc := serveInBubble(t, s, dialOptions(t, p, retrygrpc.WithHedging(h, methodUnary))...)
 		start := time.Now()
 		if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
 			t.Fatal(err)
@@ -210,9 +210,9 @@ func TestWithHedgingKeepsOtherMethodsRetried(t *testing.T) {
 }
 
 // WithHedging(nil) is refused, where &retry.Hedger{} hedges with the
-// defaults: each call of a method it names returns an error saying so,
-// without reaching the server; a method it does not name keeps its
-// retries.
+// defaults: DialOptions returns an error saying so and no options, so no
+// call reaches the server with it; with &retry.Hedger{} instead, a method
+// it does not name keeps its retries.
 func TestWithHedgingNilHedgerIsRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &echoServer{unary: func(ctx context.Context, n int, in string) (string, error) {
@@ -222,11 +222,11 @@ func TestWithHedgingNilHedgerIsRefused(t *testing.T) {
 			return in, nil
 		}}
 		p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 3}
-		cc := serveInBubble(t, s, retrygrpc.DialOptions(p, retrygrpc.WithHedging(nil, methodUnary))...)
-		_, err := callUnary(t.Context(), cc, methodUnary)
-		if err == nil || !strings.Contains(err.Error(), "retrygrpc: WithHedging with a nil *retry.Hedger") || s.Calls(methodUnary) != 0 {
-			t.Errorf("named method: %v after %d calls at the server; want the nil-Hedger error and none", err, s.Calls(methodUnary))
+		dopts, err := retrygrpc.DialOptions(p, retrygrpc.WithHedging(nil, methodUnary))
+		if err == nil || !strings.Contains(err.Error(), "retrygrpc: WithHedging with a nil *retry.Hedger") || dopts != nil || s.Calls(methodUnary) != 0 {
+			t.Errorf("named method: %v, %v after %d calls at the server; want the nil-Hedger error, no options and no call", dopts, err, s.Calls(methodUnary))
 		}
+		cc := serveInBubble(t, s, dialOptions(t, p, retrygrpc.WithHedging(&retry.Hedger{}, methodUnary))...)
 		if _, err := callUnary(t.Context(), cc, methodOther); err != nil || s.Calls(methodOther) != 2 {
 			t.Errorf("other method: %v after %d calls; want a success at its retry", err, s.Calls(methodOther))
 		}

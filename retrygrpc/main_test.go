@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/retrygrpc"
 	"go.uber.org/goleak"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -276,4 +278,43 @@ func countAttempts(n *atomic.Int32) grpc.DialOption {
 		n.Add(1)
 		return invoker(ctx, method, req, reply, cc, opts...)
 	})
+}
+
+// dialOptions is retrygrpc.DialOptions for a test, which a refusal fails.
+func dialOptions(t testing.TB, p retry.Policy, opts ...retrygrpc.Option) []grpc.DialOption {
+	t.Helper()
+	dopts, err := retrygrpc.DialOptions(p, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dopts
+}
+
+// unaryInterceptor is retrygrpc.UnaryClientInterceptor for a test, which
+// a refusal fails.
+func unaryInterceptor(t testing.TB, p retry.Policy, opts ...retrygrpc.Option) grpc.UnaryClientInterceptor {
+	t.Helper()
+	ic, err := retrygrpc.UnaryClientInterceptor(p, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ic
+}
+
+// streamInterceptor is retrygrpc.StreamClientInterceptor for a test, which
+// a refusal fails.
+func streamInterceptor(t testing.TB, p retry.Policy, opts ...retrygrpc.Option) grpc.StreamClientInterceptor {
+	t.Helper()
+	ic, err := retrygrpc.StreamClientInterceptor(p, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ic
+}
+
+// unaryOnly installs the unary interceptor alone with p, as DialOptions
+// would, for a p that DialOptions refuses for streams (an AttemptTimeout).
+func unaryOnly(t testing.TB, p retry.Policy) []grpc.DialOption {
+	t.Helper()
+	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(unaryInterceptor(t, p)), grpc.WithDisableRetry()}
 }

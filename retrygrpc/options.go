@@ -1,6 +1,7 @@
 package retrygrpc
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/retrykit/retry"
@@ -112,12 +113,32 @@ type config struct {
 	maxServerDelay time.Duration
 	maxBuffer      int
 	hedging        bool                // WithHedging was given
-	hedger         *retry.Hedger       // WithHedging's (nil is refused at each hedged call)
+	hedger         *retry.Hedger       // WithHedging's (nil is refused by the constructors)
 	hedged         map[string]struct{} // nil: every retried method
 }
 
 const defaultCodes = 1<<codes.Unavailable | 1<<codes.ResourceExhausted
 
+// build checks what a constructor (named by who) was given, as the
+// constructor returns it: an invalid p (the error of p.Validate, which
+// names the field), a p with an AttemptTimeout when streams is set (a
+// stream's length is the application's, which no timeout per attempt can
+// know), and an invalid option (WithHedging with a nil Hedger).
+func build(who string, p retry.Policy, streams bool, opts []Option) (*config, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("retrygrpc: %s: %w", who, err)
+	}
+	if streams && p.AttemptTimeout != 0 {
+		return nil, fmt.Errorf("retrygrpc: %s: Policy.AttemptTimeout %v cannot be applied to a stream, whose length is the application's; bound streams with the context (for unary calls with an attempt timeout, install UnaryClientInterceptor with this policy and StreamClientInterceptor with one without it)", who, p.AttemptTimeout)
+	}
+	c := newConfig(opts)
+	if c.hedging && c.hedger == nil {
+		return nil, errNilHedger
+	}
+	return c, nil
+}
+
+// newConfig applies opts over the defaults.
 func newConfig(opts []Option) *config {
 	c := &config{}
 	for _, o := range opts {

@@ -1,38 +1,95 @@
 package retrygrpc_test
 
 import (
-	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/policytable"
 	"github.com/retrykit/retry/retrygrpc"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
-// TestPolicyTable: the interceptors refuse exactly the Policy fields that
+// TestPolicyTable: the constructors refuse exactly the Policy fields that
 // the table in docs/engine.md says they refuse, naming them: the unary
-// interceptor none, the stream interceptor AttemptTimeout, when a stream
-// is opened.
+// interceptor none, the stream interceptor AttemptTimeout, and
+// DialOptions, which installs both, what either refuses (the streams'
+// column, as the unary column refuses nothing).
 func TestPolicyTable(t *testing.T) {
-	ctx := context.Background()
 	unary := func(p retry.Policy) error {
-		return retrygrpc.UnaryClientInterceptor(p)(ctx, "/s/M", nil, nil, nil,
-			func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil })
+		_, err := retrygrpc.UnaryClientInterceptor(p)
+		return err
 	}
 	for _, err := range policytable.Check("../docs/engine.md", "retrygrpc unary", "retrygrpc", unary) {
 		t.Error(err)
 	}
 	stream := func(p retry.Policy) error {
-		_, err := retrygrpc.StreamClientInterceptor(p)(ctx, &grpc.StreamDesc{}, nil, "/s/M",
-			func(context.Context, *grpc.StreamDesc, *grpc.ClientConn, string, ...grpc.CallOption) (grpc.ClientStream, error) {
-				return nil, retry.Permanent(status.Error(codes.InvalidArgument, "not retried")) // whatever Retryable says
-			})
+		_, err := retrygrpc.StreamClientInterceptor(p)
 		return err
 	}
 	for _, err := range policytable.Check("../docs/engine.md", "retrygrpc streams", "retrygrpc", stream) {
 		t.Error(err)
 	}
+	dial := func(p retry.Policy) error {
+		_, err := retrygrpc.DialOptions(p)
+		return err
+	}
+	for _, err := range policytable.Check("../docs/engine.md", "retrygrpc streams", "retrygrpc", dial) {
+		t.Error(err)
+	}
+}
+
+// TestConstructorsRefuse: each constructor refuses an invalid Policy with
+// the error of p.Validate, naming the field and itself, and WithHedging
+// with a nil Hedger, and returns nothing to install.
+func TestConstructorsRefuse(t *testing.T) {
+	build := map[string]func(retry.Policy, ...retrygrpc.Option) (any, error){
+		"UnaryClientInterceptor": func(p retry.Policy, o ...retrygrpc.Option) (any, error) {
+			ic, err := retrygrpc.UnaryClientInterceptor(p, o...)
+			return ic, err
+		},
+		"StreamClientInterceptor": func(p retry.Policy, o ...retrygrpc.Option) (any, error) {
+			ic, err := retrygrpc.StreamClientInterceptor(p, o...)
+			return ic, err
+		},
+		"DialOptions": func(p retry.Policy, o ...retrygrpc.Option) (any, error) {
+			dopts, err := retrygrpc.DialOptions(p, o...)
+			return dopts, err
+		},
+	}
+	for name, f := range build {
+		v, err := f(retry.Policy{Multiplier: 0.5})
+		if !errors.Is(err, retry.ErrInvalidPolicy) || !strings.Contains(err.Error(), "Multiplier") || !strings.HasPrefix(err.Error(), "retrygrpc: "+name+": ") {
+			t.Errorf("%s(Multiplier 0.5): %v; want the validation error, naming Multiplier, from %s", name, err, name)
+		}
+		if v, err := f(retry.Policy{MaxAttempts: -5}); !errors.Is(err, retry.ErrInvalidPolicy) || !isNil(v) {
+			t.Errorf("%s(MaxAttempts -5): %v, %v; want ErrInvalidPolicy and nothing", name, v, err)
+		}
+		if !isNil(v) {
+			t.Errorf("%s(Multiplier 0.5) returned %v with its error", name, v)
+		}
+		v, err = f(retry.Policy{}, retrygrpc.WithHedging(nil))
+		if err == nil || !strings.Contains(err.Error(), "retrygrpc: WithHedging with a nil *retry.Hedger") || !isNil(v) {
+			t.Errorf("%s(WithHedging(nil)): %v, %v; want the nil-Hedger error and nothing", name, v, err)
+		}
+		if _, err := f(retry.Policy{}, retrygrpc.WithHedging(&retry.Hedger{})); err != nil {
+			t.Errorf("%s(WithHedging(&retry.Hedger{})): %v", name, err)
+		}
+	}
+}
+
+// isNil reports whether a constructor's result is its type's nil.
+func isNil(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case []grpc.DialOption:
+		return v == nil
+	case grpc.UnaryClientInterceptor:
+		return v == nil
+	case grpc.StreamClientInterceptor:
+		return v == nil
+	}
+	return false
 }

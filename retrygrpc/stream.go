@@ -2,7 +2,6 @@ package retrygrpc
 
 import (
 	"context"
-	"errors"
 	"io"
 	"sync"
 
@@ -11,10 +10,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 )
-
-// errStreamAttemptTimeout is the error of every stream through an
-// interceptor whose policy has an AttemptTimeout.
-var errStreamAttemptTimeout = errors.New("retrygrpc: StreamClientInterceptor: Policy.AttemptTimeout cannot be applied to a stream, whose length is the application's; bound it with the context")
 
 // StreamClientInterceptor returns an interceptor that retries a stream
 // until it commits, with the waits and stop rules of p and the codes,
@@ -59,10 +54,12 @@ var errStreamAttemptTimeout = errors.New("retrygrpc: StreamClientInterceptor: Po
 // returns an error other than io.EOF, or the caller's context ends. After
 // ClientConn.Close, which the contract also names, it lasts until the
 // next RecvMsg (which fails) or the end of the caller's context.
-// A p with an AttemptTimeout fails every stream, unopened, with an error
-// naming it: a stream's length is the application's, which no timeout per
-// attempt can know; bound streams with the context (DialOptions installs
-// both interceptors with one p: give streams a policy of their own).
+// It returns an error, and no interceptor, for an invalid p (wrapping the
+// error of p.Validate, which names the field), for a p with an
+// AttemptTimeout (the error names Policy.AttemptTimeout: a stream's length
+// is the application's, which no timeout per attempt can know; bound
+// streams with the context) and for WithHedging with a nil Hedger (streams
+// are not hedged, but the option is refused wherever it is given).
 //
 // grpc-previous-rpc-attempts counts the attempts sent, as on unary calls:
 // an attempt that the Throttle rejected was never sent and is not counted,
@@ -101,8 +98,16 @@ var errStreamAttemptTimeout = errors.New("retrygrpc: StreamClientInterceptor: Po
 // and not sent still counts); it is begun (the Throttle asked, the
 // Observer told EventAttempt), ended unsent, and counted in the
 // *retry.Error's Attempts when an earlier retry was sent.
-func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientInterceptor {
-	c := newConfig(opts)
+func StreamClientInterceptor(p retry.Policy, opts ...Option) (grpc.StreamClientInterceptor, error) {
+	c, err := build("StreamClientInterceptor", p, true, opts)
+	if err != nil {
+		return nil, err
+	}
+	return streaming(p, c), nil
+}
+
+// streaming is StreamClientInterceptor once p and c are known to be valid.
+func streaming(p retry.Policy, c *config) grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
 		// The key is the retry layer's on every method it is installed for:
 		// a method that is not retried gets a first attempt, which carries
@@ -110,12 +115,6 @@ func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientIn
 		actx := withoutPrevious(ctx)
 		if !c.retriesMethod(method) {
 			return streamer(actx, desc, cc, method, callOpts...)
-		}
-		if err := p.Validate(); err != nil {
-			return nil, err
-		}
-		if p.AttemptTimeout != 0 {
-			return nil, errStreamAttemptTimeout
 		}
 		if ctx.Err() != nil {
 			// Ended before the first attempt: as without the interceptor,

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
-	"github.com/retrykit/retry/retrygrpc"
 	"github.com/retrykit/retry/retrytest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -104,7 +103,7 @@ func TestCancelDuringWaitEndsWithContext(t *testing.T) {
 							p.Observer = &ev
 						}
 						s := alwaysUnavailable()
-						cc := serveInBubble(t, s, retrygrpc.DialOptions(p)...)
+						cc := serveInBubble(t, s, dialOptions(t, p)...)
 						ctx, cancel := context.WithCancel(t.Context())
 						defer cancel()
 						time.AfterFunc(tc.after, cancel)
@@ -167,7 +166,7 @@ func TestContextEndingAtEveryLook(t *testing.T) {
 					p.Observer = &ev
 				}
 				s := alwaysUnavailable()
-				cc := serve(t, s, retrygrpc.DialOptions(p)...)
+				cc := serve(t, s, dialOptions(t, p)...)
 				method := methodUnary
 				if stream {
 					method = methodBidi
@@ -239,7 +238,7 @@ func TestSeveralPushbackValuesNotRetried(t *testing.T) {
 				return status.Error(codes.Unavailable, "pushed back")
 			},
 		}
-		cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+		cc := serve(t, s, dialOptions(t, fast)...)
 		for _, stream := range []bool{false, true} {
 			err := callOrStream(t.Context(), cc, stream)
 			method := methodUnary
@@ -274,7 +273,7 @@ func TestCancelDuringWaitWhenNoServer(t *testing.T) {
 				cancel()
 			}
 		})}
-		cc, err := grpc.NewClient(addr, append(retrygrpc.DialOptions(p), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+		cc, err := grpc.NewClient(addr, append(dialOptions(t, p), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -307,7 +306,7 @@ func TestDeadlineAfterRetriedFailure(t *testing.T) {
 				<-ctx.Done() // the answer is in; the deadline passes
 				return err
 			})
-			cc := serveInBubble(t, alwaysUnavailable(), append(retrygrpc.DialOptions(p), hold)...)
+			cc := serveInBubble(t, alwaysUnavailable(), append(dialOptions(t, p), hold)...)
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			_, err := callUnary(ctx, cc, methodUnary)

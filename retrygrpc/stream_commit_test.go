@@ -20,7 +20,7 @@ import (
 func TestStreamCommittedByMessage(t *testing.T) {
 	rec := new(recorder)
 	s := &echoServer{bidi: failAfterReading(rec, 1, 1, false, codes.Unavailable)}
-	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+	cc := serve(t, s, dialOptions(t, fast)...)
 	cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +41,7 @@ func TestStreamCommittedByMessage(t *testing.T) {
 func TestStreamCommittedByHeader(t *testing.T) {
 	rec := new(recorder)
 	s := &echoServer{bidi: failAfterReading(rec, 1, 0, true, codes.Unavailable)}
-	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+	cc := serve(t, s, dialOptions(t, fast)...)
 	cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func TestStreamCommittedByHeader(t *testing.T) {
 func TestStreamCommittedByBuffer(t *testing.T) {
 	rec := new(recorder)
 	s := &echoServer{bidi: failAfterReading(rec, 2, 0, false, codes.Unavailable)}
-	cc := serve(t, s, retrygrpc.DialOptions(fast, retrygrpc.WithMaxBuffer(10))...)
+	cc := serve(t, s, dialOptions(t, fast, retrygrpc.WithMaxBuffer(10))...)
 	cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func (r *recvFirstStream) SendMsg(m any) error {
 func TestStreamLocalSendFailureCommits(t *testing.T) {
 	for _, concurrent := range []bool{false, true} {
 		var attempts atomic.Int32
-		dopts := append(retrygrpc.DialOptions(fast), streamCounter(&attempts))
+		dopts := append(dialOptions(t, fast), streamCounter(&attempts))
 		if concurrent {
 			dopts = append(dopts, recvFirst())
 		}
@@ -198,7 +198,7 @@ func TestStreamCommitWhileRetryOpensEndsTheRetry(t *testing.T) {
 		}
 	}}
 	opening, release := make(chan struct{}), make(chan struct{})
-	cc := serve(t, s, append(retrygrpc.DialOptions(fast, retrygrpc.WithMaxBuffer(50)), gateOpen(2, opening, release))...)
+	cc := serve(t, s, append(dialOptions(t, fast, retrygrpc.WithMaxBuffer(50)), gateOpen(2, opening, release))...)
 	cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
 	if err != nil {
 		t.Fatal(err)
@@ -305,7 +305,7 @@ func TestStreamLocalSendFailureWhileRetryOpensEndsTheRetry(t *testing.T) {
 	}}
 	opening, release, failed := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	sent2 := new(recorder)
-	cc := serve(t, s, append(retrygrpc.DialOptions(fast), gateOpen(2, opening, release), holdLocalSend(failed, sent2))...)
+	cc := serve(t, s, append(dialOptions(t, fast), gateOpen(2, opening, release), holdLocalSend(failed, sent2))...)
 	cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi, grpc.MaxCallSendMsgSize(50))
 	if err != nil {
 		t.Fatal(err)

@@ -41,7 +41,7 @@ func TestEmptyMessagesBounded(t *testing.T) {
 		}
 		return nil
 	}}
-	cc := serve(t, s, retrygrpc.DialOptions(fast, retrygrpc.WithMaxBuffer(100))...)
+	cc := serve(t, s, dialOptions(t, fast, retrygrpc.WithMaxBuffer(100))...)
 	cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func TestThrottledRetryKeepsStatus(t *testing.T) {
 		th.Override(retry.ThrottleRejectAll) // reject every attempt from now on
 		return "", status.Error(codes.Unavailable, "overloaded")
 	}}
-	cc := serve(t, s, retrygrpc.DialOptions(p)...)
+	cc := serve(t, s, dialOptions(t, p)...)
 	_, err := callUnary(t.Context(), cc, methodUnary)
 	if !errors.Is(err, retry.ErrThrottled) {
 		t.Fatalf("err = %v, want the loop's throttled *retry.Error", err)
@@ -92,7 +92,7 @@ func TestThrottledStreamRetryKeepsStatus(t *testing.T) {
 		th.Override(retry.ThrottleRejectAll) // reject every attempt from now on
 		return status.Error(codes.Unavailable, "overloaded")
 	}}
-	cc := serve(t, s, retrygrpc.DialOptions(p)...)
+	cc := serve(t, s, dialOptions(t, p)...)
 	cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/fleetseam"
-	"github.com/retrykit/retry/retrygrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -22,7 +21,7 @@ import (
 func TestStreamCodeNotRetried(t *testing.T) {
 	rec := new(recorder)
 	s := &echoServer{bidi: failAfterReading(rec, 1, 0, false, codes.InvalidArgument)}
-	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+	cc := serve(t, s, dialOptions(t, fast)...)
 	cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +62,7 @@ func TestStreamBudgetCountsSuccesses(t *testing.T) {
 			}
 			return echoAll(stream)
 		}}
-		cc := serve(t, s, retrygrpc.DialOptions(p)...)
+		cc := serve(t, s, dialOptions(t, p)...)
 		for range tc.successes {
 			streamEcho(t, t.Context(), cc)
 		}
@@ -110,7 +109,7 @@ func TestStreamServerHints(t *testing.T) {
 				}
 				return echoAll(st)
 			}}
-			cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+			cc := serve(t, s, dialOptions(t, fast)...)
 			start := time.Now()
 			cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
 			if err != nil {
@@ -161,7 +160,7 @@ func TestThrottleAcceptedRule(t *testing.T) {
 						return status.Error(codes.Unavailable, "down")
 					},
 				}
-				cc := serve(t, s, retrygrpc.DialOptions(p)...)
+				cc := serve(t, s, dialOptions(t, p)...)
 				for range 20 {
 					if kind == "unary" {
 						callUnary(t.Context(), cc, methodUnary)
@@ -249,7 +248,7 @@ func TestStreamThrottledAttemptReportedAsUnary(t *testing.T) {
 				return echoAll(st)
 			},
 		}
-		cc := serve(t, s, retrygrpc.DialOptions(p)...)
+		cc := serve(t, s, dialOptions(t, p)...)
 		if rejectFirst {
 			th.Override(retry.ThrottleRejectAll)
 		}
@@ -299,7 +298,7 @@ func TestStreamBudgetCountsFailedFirstAttempts(t *testing.T) {
 				return echoAll(st)
 			},
 		}
-		cc := serve(t, s, retrygrpc.DialOptions(p)...)
+		cc := serve(t, s, dialOptions(t, p)...)
 		call := func() error {
 			if !stream {
 				_, err := callUnary(t.Context(), cc, methodUnary)
@@ -344,7 +343,7 @@ func TestStreamLocalSendFailureNotOverload(t *testing.T) {
 	thu := newThrottle()
 	pu := fast
 	pu.Throttle = thu
-	ccu := serve(t, &echoServer{}, retrygrpc.DialOptions(pu)...)
+	ccu := serve(t, &echoServer{}, dialOptions(t, pu)...)
 	for range calls {
 		if err := ccu.Invoke(t.Context(), methodUnary, big, new(wrapperspb.StringValue), grpc.MaxCallSendMsgSize(50)); status.Code(err) != codes.ResourceExhausted {
 			t.Fatalf("unary: %v", err)
@@ -354,7 +353,7 @@ func TestStreamLocalSendFailureNotOverload(t *testing.T) {
 	ths := newThrottle()
 	ps := fast
 	ps.Throttle = ths
-	ccs := serve(t, &echoServer{bidi: listenOnly}, retrygrpc.DialOptions(ps)...)
+	ccs := serve(t, &echoServer{bidi: listenOnly}, dialOptions(t, ps)...)
 	for i := range calls {
 		cs, err := ccs.NewStream(t.Context(), bidiDesc, methodBidi, grpc.MaxCallSendMsgSize(50))
 		if err != nil {
@@ -395,7 +394,7 @@ func TestStreamRefusedOpenGivesRetryError(t *testing.T) {
 			return streamer(ctx, desc, cc, method, opts...)
 		}),
 	}
-	cc := serve(t, &echoServer{}, append(retrygrpc.DialOptions(fast), limiter...)...)
+	cc := serve(t, &echoServer{}, append(dialOptions(t, fast), limiter...)...)
 	_, uerr := callUnary(t.Context(), cc, methodUnary)
 	_, serr := cc.NewStream(t.Context(), bidiDesc, methodBidi)
 	var ure, sre *retry.Error

@@ -14,7 +14,6 @@ import (
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/internal/fleetseam"
-	"github.com/retrykit/retry/retrygrpc"
 	"github.com/retrykit/retry/retrytest"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
@@ -32,8 +31,8 @@ func TestStreamGivesUp(t *testing.T) {
 	p.MaxAttempts = 3
 	s := &echoServer{bidi: always}
 	cc := serve(t, s, grpc.WithChainStreamInterceptor(
-		retrygrpc.StreamClientInterceptor(p), // outer: must not multiply
-		retrygrpc.StreamClientInterceptor(p),
+		streamInterceptor(t, p), // outer: must not multiply
+		streamInterceptor(t, p),
 	))
 	cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
 	if err != nil {
@@ -61,7 +60,7 @@ func TestStreamOpenFails(t *testing.T) {
 	lis.Close()
 	p := fast
 	p.MaxAttempts = 3
-	cc, err := grpc.NewClient(addr, append(retrygrpc.DialOptions(p), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	cc, err := grpc.NewClient(addr, append(dialOptions(t, p), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +110,7 @@ func TestPreviousAttemptsSkipThrottled(t *testing.T) {
 		}
 		return in, nil
 	}}
-	ccu := serve(t, su, retrygrpc.DialOptions(p)...)
+	ccu := serve(t, su, dialOptions(t, p)...)
 	if _, err := callUnary(t.Context(), ccu, methodUnary); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +128,7 @@ func TestPreviousAttemptsSkipThrottled(t *testing.T) {
 		}
 		return echoAll(st)
 	}}
-	ccs := serve(t, ss, retrygrpc.DialOptions(p)...)
+	ccs := serve(t, ss, dialOptions(t, p)...)
 	cs, err := ccs.NewStream(t.Context(), bidiDesc, methodBidi)
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +171,7 @@ func TestStreamReplayWhileReceiving(t *testing.T) {
 				}
 			}
 		}}
-		cc := serveWindows(t, s, retrygrpc.DialOptions(fast)...)
+		cc := serveWindows(t, s, dialOptions(t, fast)...)
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		cs, err := cc.NewStream(ctx, bidiDesc, methodBidi)
 		if err != nil {
@@ -230,7 +229,7 @@ func TestStreamReplayHoldsNoLock(t *testing.T) {
 		}
 		return listenOnly(n, st)
 	}}
-	cc := serveWindows(t, s, retrygrpc.DialOptions(fast)...)
+	cc := serveWindows(t, s, dialOptions(t, fast)...)
 	cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
 	if err != nil {
 		t.Fatal(err)
@@ -296,7 +295,7 @@ func TestStreamReplayFailsMidway(t *testing.T) {
 		}
 		return status.Error(codes.Unavailable, "restarting")
 	}}
-	cc := serveWindows(t, s, retrygrpc.DialOptions(fast)...)
+	cc := serveWindows(t, s, dialOptions(t, fast)...)
 	cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
 	if err != nil {
 		t.Fatal(err)
@@ -367,7 +366,7 @@ func TestStreamRetryContextEndsAfterCloseAndRecv(t *testing.T) {
 		}
 		return st.SendMsg(wrapperspb.String("done"))
 	}}
-	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+	cc := serve(t, s, dialOptions(t, fast)...)
 	warm(t, cc)
 	ignore := goleak.IgnoreCurrent()
 	before := s.Calls(methodBidi)
@@ -410,7 +409,7 @@ func TestStreamRetryContextEndsAfterSendError(t *testing.T) {
 		}
 		return echoAll(st)
 	}}
-	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+	cc := serve(t, s, dialOptions(t, fast)...)
 	warm(t, cc)
 	ignore := goleak.IgnoreCurrent()
 
@@ -453,7 +452,7 @@ func TestStreamElapsedFromStartWithMaxElapsed(t *testing.T) {
 			}
 			return echoAll(st)
 		}}
-		cc := serve(t, s, grpc.WithStreamInterceptor(retrygrpc.StreamClientInterceptor(p)), grpc.WithDisableRetry())
+		cc := serve(t, s, grpc.WithStreamInterceptor(streamInterceptor(t, p)), grpc.WithDisableRetry())
 		cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
 		if err != nil {
 			t.Fatal(err)
@@ -527,7 +526,7 @@ func TestStreamOneLoop(t *testing.T) {
 				}
 				return echoAll(st)
 			}}
-			cc := serve(t, s, append(retrygrpc.DialOptions(p), grpc.WithChainStreamInterceptor(failOpen))...)
+			cc := serve(t, s, append(dialOptions(t, p), grpc.WithChainStreamInterceptor(failOpen))...)
 			streamEcho(t, t.Context(), cc)
 			attempts := (len(tc.want) + 1) / 2
 			if kinds, done := kindsAndDone(&ev); !slices.Equal(kinds, tc.want) || len(done) != 1 || done[0] != attempts {

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrykit/retry/retrygrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -45,7 +44,7 @@ func TestRecvErrorNotRetriedDoesNotWaitForSend(t *testing.T) {
 		}
 		return &checkStream{cs}, nil
 	})
-	cc := serveWindows(t, s, append(retrygrpc.DialOptions(fast), check)...)
+	cc := serveWindows(t, s, append(dialOptions(t, fast), check)...)
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel) // before the connection closes
 	cs, err := cc.NewStream(ctx, bidiDesc, methodBidi)

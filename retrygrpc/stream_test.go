@@ -100,7 +100,7 @@ func recvAll(cs grpc.ClientStream) ([]string, error) {
 func TestStreamRetriedBeforeCommit(t *testing.T) {
 	rec := new(recorder)
 	s := &echoServer{bidi: failAfterReading(rec, 1, 0, false, codes.Unavailable)}
-	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+	cc := serve(t, s, dialOptions(t, fast)...)
 	cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func TestStreamRetriedBeforeCommit(t *testing.T) {
 func TestStreamConcurrentSendRecv(t *testing.T) {
 	rec := new(recorder)
 	s := &echoServer{bidi: failAfterReading(rec, 5, 0, false, codes.Unavailable)}
-	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+	cc := serve(t, s, dialOptions(t, fast)...)
 	cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +181,7 @@ func TestStreamHeaderDoesNotRetry(t *testing.T) {
 		}
 		return fail(n, st)
 	}}
-	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+	cc := serve(t, s, dialOptions(t, fast)...)
 	cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
 	if err != nil {
 		t.Fatal(err)

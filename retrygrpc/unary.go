@@ -59,8 +59,7 @@ import (
 // deadline, MaxElapsed), and when the server's answer refused it: a "do
 // not retry" pushback, a wait beyond WithMaxServerWait, or response
 // headers on a code that is otherwise retried (ReasonPermanent), which the
-// layers above cannot see. An invalid p gives its validation error without
-// calling the method. A call whose context has already ended is made once,
+// layers above cannot see. A call whose context has already ended is made once,
 // as without the interceptor (grpc-go fails it at once with CANCELLED or
 // DEADLINE_EXCEEDED), and its error returned unchanged; the loop, and with
 // it the Throttle, the Budget and the Observer, does not see it. (With a
@@ -81,8 +80,21 @@ import (
 // interceptor allocates nothing of its own, and grpc-go copies the
 // response headers and the trailer for these options (see the package
 // documentation for the count).
-func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInterceptor {
-	c := newConfig(opts)
+//
+// It returns an error, and no interceptor, for an invalid p (wrapping the
+// error of p.Validate, which names the field; errors.Is(err,
+// retry.ErrInvalidPolicy) holds) and for WithHedging with a nil Hedger.
+// Every Policy field is honoured on unary calls.
+func UnaryClientInterceptor(p retry.Policy, opts ...Option) (grpc.UnaryClientInterceptor, error) {
+	c, err := build("UnaryClientInterceptor", p, false, opts)
+	if err != nil {
+		return nil, err
+	}
+	return unary(p, c), nil
+}
+
+// unary is UnaryClientInterceptor once p and c are known to be valid.
+func unary(p retry.Policy, c *config) grpc.UnaryClientInterceptor {
 	if c.hedging {
 		return hedging(p, c, retrying(p, c))
 	}
@@ -91,7 +103,6 @@ func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInte
 
 // retrying is UnaryClientInterceptor without hedging.
 func retrying(p retry.Policy, c *config) grpc.UnaryClientInterceptor {
-	invalid := p.Validate()
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
 		// The key is the retry layer's on every method it is installed for:
 		// a method that is not retried makes a first attempt, which carries
@@ -99,9 +110,6 @@ func retrying(p retry.Policy, c *config) grpc.UnaryClientInterceptor {
 		ctx = withoutPrevious(ctx)
 		if !c.retriesMethod(method) {
 			return invoker(ctx, method, req, reply, cc, callOpts...)
-		}
-		if invalid != nil {
-			return invalid
 		}
 		if ctx.Err() != nil {
 			// Ended before the first attempt: make it as grpc-go would
@@ -189,12 +197,22 @@ var unaryPool = sync.Pool{New: func() any {
 // grpc-go's transparent retry of an attempt that never reached the server
 // application (the stream was refused or never left the client), once, as
 // gRFC A6 allows: such an attempt did nothing.
-func DialOptions(p retry.Policy, opts ...Option) []grpc.DialOption {
-	return []grpc.DialOption{
-		grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(p, opts...)),
-		grpc.WithChainStreamInterceptor(StreamClientInterceptor(p, opts...)),
-		grpc.WithDisableRetry(),
+//
+// It refuses what either interceptor refuses: an invalid p, WithHedging
+// with a nil Hedger, and a p with an AttemptTimeout, which streams cannot
+// honour (the error names Policy.AttemptTimeout). For an attempt timeout
+// on unary calls, install the two interceptors and grpc.WithDisableRetry()
+// yourself, giving the stream interceptor a policy without it.
+func DialOptions(p retry.Policy, opts ...Option) ([]grpc.DialOption, error) {
+	c, err := build("DialOptions", p, true, opts)
+	if err != nil {
+		return nil, err
 	}
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(unary(p, c)),
+		grpc.WithChainStreamInterceptor(streaming(p, c)),
+		grpc.WithDisableRetry(),
+	}, nil
 }
 
 // withoutPrevious returns ctx without the grpc-previous-rpc-attempts that

@@ -42,7 +42,7 @@ func TestUnaryCodes(t *testing.T) {
 	} {
 		t.Run(tc.code.String(), func(t *testing.T) {
 			s := &echoServer{unary: failFirst(2, status.Error(tc.code, "scripted"))}
-			cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+			cc := serve(t, s, dialOptions(t, fast)...)
 			_, err := callUnary(t.Context(), cc, methodUnary)
 			if got := s.Calls(methodUnary); got != tc.calls {
 				t.Fatalf("server saw %d attempts, want %d", got, tc.calls)
@@ -68,7 +68,7 @@ func TestUnaryGivesUp(t *testing.T) {
 	s := &echoServer{unary: failFirst(100, status.Error(codes.Unavailable, "down"))}
 	p := fast
 	p.MaxAttempts = 3
-	cc := serve(t, s, retrygrpc.DialOptions(p)...)
+	cc := serve(t, s, dialOptions(t, p)...)
 	_, err := callUnary(t.Context(), cc, methodUnary)
 	var re *retry.Error
 	if !errors.As(err, &re) || re.Reason != retry.ReasonAttempts || re.Attempts != 3 {
@@ -84,7 +84,7 @@ func TestUnaryGivesUp(t *testing.T) {
 
 func TestUnaryPreviousAttempts(t *testing.T) {
 	s := &echoServer{unary: failFirst(3, status.Error(codes.Unavailable, "down"))}
-	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+	cc := serve(t, s, dialOptions(t, fast)...)
 	if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestUnaryPreviousAttempts(t *testing.T) {
 
 func TestWithCodes(t *testing.T) {
 	s := &echoServer{unary: failFirst(1, status.Error(codes.Internal, "oops"))}
-	cc := serve(t, s, retrygrpc.DialOptions(fast, retrygrpc.WithCodes(codes.Unavailable, codes.Internal))...)
+	cc := serve(t, s, dialOptions(t, fast, retrygrpc.WithCodes(codes.Unavailable, codes.Internal))...)
 	if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestWithCodes(t *testing.T) {
 
 	// The set is replaced: RESOURCE_EXHAUSTED is no longer retried.
 	s2 := &echoServer{unary: failFirst(1, status.Error(codes.ResourceExhausted, "quota"))}
-	cc2 := serve(t, s2, retrygrpc.DialOptions(fast, retrygrpc.WithCodes(codes.Unavailable, codes.Internal))...)
+	cc2 := serve(t, s2, dialOptions(t, fast, retrygrpc.WithCodes(codes.Unavailable, codes.Internal))...)
 	if _, err := callUnary(t.Context(), cc2, methodUnary); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("err = %v, want ResourceExhausted", err)
 	}
@@ -116,7 +116,7 @@ func TestWithCodes(t *testing.T) {
 
 func TestWithMethods(t *testing.T) {
 	s := &echoServer{unary: failFirst(1, status.Error(codes.Unavailable, "down"))}
-	cc := serve(t, s, retrygrpc.DialOptions(fast, retrygrpc.WithMethods(methodUnary))...)
+	cc := serve(t, s, dialOptions(t, fast, retrygrpc.WithMethods(methodUnary))...)
 	if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestPushback(t *testing.T) {
 	} {
 		t.Run(tc.value, func(t *testing.T) {
 			s := &echoServer{unary: withPushback(1, tc.value)}
-			cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+			cc := serve(t, s, dialOptions(t, fast)...)
 			start := time.Now()
 			_, err := callUnary(t.Context(), cc, methodUnary)
 			took := time.Since(start)
@@ -175,7 +175,7 @@ func TestPushback(t *testing.T) {
 
 func TestPushbackIgnoredWithNegativeMaxServerWait(t *testing.T) {
 	s := &echoServer{unary: withPushback(1, "200")}
-	cc := serve(t, s, retrygrpc.DialOptions(fast, retrygrpc.WithMaxServerWait(-1))...)
+	cc := serve(t, s, dialOptions(t, fast, retrygrpc.WithMaxServerWait(-1))...)
 	start := time.Now()
 	if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
 		t.Fatal(err)
@@ -185,7 +185,7 @@ func TestPushbackIgnoredWithNegativeMaxServerWait(t *testing.T) {
 	}
 	// "Do not retry" is still obeyed.
 	s2 := &echoServer{unary: withPushback(1, "-1")}
-	cc2 := serve(t, s2, retrygrpc.DialOptions(fast, retrygrpc.WithMaxServerWait(-1))...)
+	cc2 := serve(t, s2, dialOptions(t, fast, retrygrpc.WithMaxServerWait(-1))...)
 	callUnary(t.Context(), cc2, methodUnary)
 	if got := s2.Calls(methodUnary); got != 1 {
 		t.Fatalf("server saw %d attempts, want 1", got)
@@ -194,7 +194,7 @@ func TestPushbackIgnoredWithNegativeMaxServerWait(t *testing.T) {
 
 func TestRetryInfo(t *testing.T) {
 	s := &echoServer{unary: failFirst(1, withRetryInfo(codes.ResourceExhausted, 200*time.Millisecond))}
-	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+	cc := serve(t, s, dialOptions(t, fast)...)
 	start := time.Now()
 	if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
 		t.Fatal(err)
@@ -210,7 +210,7 @@ func TestRetryInfo(t *testing.T) {
 
 func TestRetryInfoOnCodeNotRetried(t *testing.T) {
 	s := &echoServer{unary: failFirst(1, withRetryInfo(codes.InvalidArgument, time.Millisecond))}
-	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+	cc := serve(t, s, dialOptions(t, fast)...)
 	if _, err := callUnary(t.Context(), cc, methodUnary); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("err = %v", err)
 	}
@@ -221,7 +221,7 @@ func TestRetryInfoOnCodeNotRetried(t *testing.T) {
 
 func TestDeadlineShorterThanHint(t *testing.T) {
 	s := &echoServer{unary: failFirst(1, withRetryInfo(codes.Unavailable, time.Second))}
-	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+	cc := serve(t, s, dialOptions(t, fast)...)
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -245,7 +245,7 @@ func TestMaxElapsedShorterThanHint(t *testing.T) {
 	s := &echoServer{unary: withPushback(1, "500")}
 	p := fast
 	p.MaxElapsed = 100 * time.Millisecond
-	cc := serve(t, s, retrygrpc.DialOptions(p)...)
+	cc := serve(t, s, dialOptions(t, p)...)
 	_, err := callUnary(t.Context(), cc, methodUnary)
 	var re *retry.Error
 	if !errors.As(err, &re) || re.Reason != retry.ReasonTimeBudget {
@@ -268,7 +268,7 @@ func TestAttemptTimeout(t *testing.T) {
 	p := fast
 	p.AttemptTimeout = 50 * time.Millisecond
 	s := &echoServer{unary: slow}
-	cc := serve(t, s, retrygrpc.DialOptions(p)...)
+	cc := serve(t, s, unaryOnly(t, p)...)
 	if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestAttemptTimeout(t *testing.T) {
 	// attempt deadline, is retried too when there is an AttemptTimeout.
 	p.AttemptTimeout = time.Second
 	s2 := &echoServer{unary: failFirst(1, status.Error(codes.DeadlineExceeded, "backend deadline"))}
-	cc2 := serve(t, s2, retrygrpc.DialOptions(p)...)
+	cc2 := serve(t, s2, unaryOnly(t, p)...)
 	if _, err := callUnary(t.Context(), cc2, methodUnary); err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestCallerDeadlineNotRetried(t *testing.T) {
 	p := fast
 	p.AttemptTimeout = time.Second // longer than the caller's deadline
 	s := &echoServer{unary: slow}
-	cc := serve(t, s, retrygrpc.DialOptions(p)...)
+	cc := serve(t, s, unaryOnly(t, p)...)
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	_, err := callUnary(ctx, cc, methodUnary)
@@ -317,8 +317,8 @@ func TestStackedInterceptors(t *testing.T) {
 	p.MaxAttempts = 3
 	s := &echoServer{unary: failFirst(100, status.Error(codes.Unavailable, "down"))}
 	cc := serve(t, s, grpc.WithChainUnaryInterceptor(
-		retrygrpc.UnaryClientInterceptor(p), // outer
-		retrygrpc.UnaryClientInterceptor(p), // inner
+		unaryInterceptor(t, p), // outer
+		unaryInterceptor(t, p), // inner
 	))
 	_, err := callUnary(t.Context(), cc, methodUnary)
 	if got := s.Calls(methodUnary); got != 3 {
@@ -340,7 +340,7 @@ func TestServiceConfigRetryDisabled(t *testing.T) {
 
 	// The interceptor alone, over grpc-go's configured retry: 3 × 4.
 	s := &echoServer{unary: failFirst(100, status.Error(codes.Unavailable, "down"))}
-	cc := serve(t, s, grpc.WithDefaultServiceConfig(sc), grpc.WithUnaryInterceptor(retrygrpc.UnaryClientInterceptor(p)))
+	cc := serve(t, s, grpc.WithDefaultServiceConfig(sc), grpc.WithUnaryInterceptor(unaryInterceptor(t, p)))
 	callUnary(t.Context(), cc, methodUnary)
 	if got := s.Calls(methodUnary); got != 12 {
 		t.Fatalf("interceptor over grpc-go retry: server saw %d attempts, want 12", got)
@@ -348,7 +348,7 @@ func TestServiceConfigRetryDisabled(t *testing.T) {
 
 	// DialOptions: one layer.
 	s2 := &echoServer{unary: failFirst(100, status.Error(codes.Unavailable, "down"))}
-	cc2 := serve(t, s2, append(retrygrpc.DialOptions(p), grpc.WithDefaultServiceConfig(sc))...)
+	cc2 := serve(t, s2, append(dialOptions(t, p), grpc.WithDefaultServiceConfig(sc))...)
 	callUnary(t.Context(), cc2, methodUnary)
 	if got := s2.Calls(methodUnary); got != 3 {
 		t.Fatalf("DialOptions: server saw %d attempts, want 3", got)
@@ -364,7 +364,7 @@ func TestBudgetRefuses(t *testing.T) {
 	p.MaxAttempts = 5
 	p.Budget = b // a reserve of one retry
 	s := &echoServer{unary: failFirst(100, status.Error(codes.Unavailable, "down"))}
-	cc := serve(t, s, retrygrpc.DialOptions(p)...)
+	cc := serve(t, s, dialOptions(t, p)...)
 	_, err = callUnary(t.Context(), cc, methodUnary)
 	if !errors.Is(err, retry.ErrBudgetRefused) || status.Code(err) != codes.Unavailable {
 		t.Fatalf("err = %v, want budget exhausted wrapping Unavailable", err)
@@ -393,7 +393,7 @@ func TestThrottleCountsOverload(t *testing.T) {
 			p.MaxAttempts = 1
 			p.Throttle = th
 			s := &echoServer{unary: failFirst(1000, status.Error(tc.code, "x"))}
-			cc := serve(t, s, retrygrpc.DialOptions(p)...)
+			cc := serve(t, s, dialOptions(t, p)...)
 			for range 20 {
 				callUnary(t.Context(), cc, methodUnary)
 			}
@@ -404,11 +404,13 @@ func TestThrottleCountsOverload(t *testing.T) {
 	}
 }
 
+// An invalid Policy is refused by DialOptions, so no call is made with it
+// (TestConstructorsRefuse checks each constructor).
 func TestInvalidPolicy(t *testing.T) {
 	s := &echoServer{}
-	cc := serve(t, s, retrygrpc.DialOptions(retry.Policy{MaxAttempts: -5})...)
-	if _, err := callUnary(t.Context(), cc, methodUnary); !errors.Is(err, retry.ErrInvalidPolicy) {
-		t.Fatalf("err = %v, want ErrInvalidPolicy", err)
+	dopts, err := retrygrpc.DialOptions(retry.Policy{MaxAttempts: -5})
+	if !errors.Is(err, retry.ErrInvalidPolicy) || dopts != nil {
+		t.Fatalf("DialOptions: %v, %v; want ErrInvalidPolicy and no options", dopts, err)
 	}
 	if got := s.Calls(methodUnary); got != 0 {
 		t.Fatalf("server saw %d attempts, want 0", got)
@@ -428,7 +430,7 @@ func TestUnaryNoExtraAllocs(t *testing.T) {
 	}
 	s := &echoServer{}
 	bare := serve(t, s)
-	wrapped := serve(t, s, retrygrpc.DialOptions(retry.Policy{})...)
+	wrapped := serve(t, s, dialOptions(t, retry.Policy{})...)
 	ctx := context.Background()
 	measure := func(cc *grpc.ClientConn, opts ...grpc.CallOption) float64 {
 		for range 50 { // warm up the connection and the pools
@@ -457,7 +459,7 @@ func TestUnaryObserver(t *testing.T) {
 	p := fast
 	p.Observer = &rec
 	s := &echoServer{unary: failFirst(1, status.Error(codes.Unavailable, "down"))}
-	cc := serve(t, s, retrygrpc.DialOptions(p)...)
+	cc := serve(t, s, dialOptions(t, p)...)
 	if _, err := callUnary(t.Context(), cc, methodUnary); err != nil {
 		t.Fatal(err)
 	}
@@ -475,7 +477,7 @@ func TestUnaryCallerCancelDuringFirstAttempt(t *testing.T) {
 			cancel() // the caller gives up while the server answers
 			return "", status.Error(codes.Unavailable, "down")
 		}}
-		cc := serve(t, s, retrygrpc.DialOptions(p)...)
+		cc := serve(t, s, dialOptions(t, p)...)
 		_, err := callUnary(ctx, cc, methodUnary)
 		if c := status.Code(err); c != codes.Canceled && c != codes.Unavailable {
 			t.Fatalf("policy %+v: err = %v, want grpc's own error", p, err)
@@ -515,7 +517,7 @@ func TestUnaryNotRetriedAfterHeaders(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, p := range []retry.Policy{fast, {Initial: time.Millisecond, MaxAttempts: 4, MaxElapsed: time.Minute}} {
 				s := &echoServer{unary: tc.unary}
-				cc := serve(t, s, retrygrpc.DialOptions(p)...)
+				cc := serve(t, s, dialOptions(t, p)...)
 				var calls int
 				err := retry.Do(t.Context(), fast, func(ctx context.Context) error {
 					calls++
@@ -540,7 +542,7 @@ func TestPushbackStopTellsEnclosingLoops(t *testing.T) {
 	// "do not retry", and a wait of 10 min, beyond WithMaxServerWait's 5.
 	for _, pushback := range []string{"-1", "600000"} {
 		s := &echoServer{unary: withPushback(100, pushback)}
-		cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+		cc := serve(t, s, dialOptions(t, fast)...)
 		calls := 0
 		err := retry.Do(t.Context(), fast, func(ctx context.Context) error {
 			calls++
@@ -561,7 +563,7 @@ func TestPushbackStopTellsEnclosingLoops(t *testing.T) {
 		st.SetTrailer(metadata.Pairs("grpc-retry-pushback-ms", "-1"))
 		return status.Error(codes.Unavailable, "go away")
 	}}
-	cc2 := serve(t, s2, retrygrpc.DialOptions(fast)...)
+	cc2 := serve(t, s2, dialOptions(t, fast)...)
 	calls := 0
 	err := retry.Do(t.Context(), fast, func(ctx context.Context) error {
 		calls++
@@ -592,7 +594,7 @@ func TestSaturatedServerDelayEndsTheCall(t *testing.T) {
 	t.Run("unary", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			s := &echoServer{unary: withPushback(1, huge)}
-			cc := serveInBubble(t, s, retrygrpc.DialOptions(fast, opts...)...)
+			cc := serveInBubble(t, s, dialOptions(t, fast, opts...)...)
 			start := time.Now()
 			_, err := callUnary(t.Context(), cc, methodUnary)
 			if took, got := time.Since(start), s.Calls(methodUnary); took > time.Second || got != 1 || status.Code(err) != codes.Unavailable {
@@ -609,7 +611,7 @@ func TestSaturatedServerDelayEndsTheCall(t *testing.T) {
 				st.SetTrailer(metadata.Pairs("grpc-retry-pushback-ms", huge))
 				return status.Error(codes.Unavailable, "pushed back")
 			}}
-			cc := serveInBubble(t, s, retrygrpc.DialOptions(fast, opts...)...)
+			cc := serveInBubble(t, s, dialOptions(t, fast, opts...)...)
 			start := time.Now()
 			cs, err := cc.NewStream(t.Context(), bidiDesc, methodBidi)
 			if err != nil {
@@ -630,7 +632,7 @@ func TestSaturatedServerDelayEndsTheCall(t *testing.T) {
 func TestUnaryRequestTooLargeNotRetried(t *testing.T) {
 	var attempts atomic.Int32
 	s := &echoServer{}
-	cc := serve(t, s, append(retrygrpc.DialOptions(fast), countAttempts(&attempts))...)
+	cc := serve(t, s, append(dialOptions(t, fast), countAttempts(&attempts))...)
 	_, err := callUnary(t.Context(), cc, methodUnary, grpc.MaxCallSendMsgSize(3))
 	if n := attempts.Load(); n != 1 || s.Calls(methodUnary) != 0 {
 		t.Fatalf("%d attempts, %d at the server, for a request that fails on the client; want 1 and 0 (err %v)", n, s.Calls(methodUnary), err)
@@ -673,7 +675,7 @@ func TestPreviousAttemptsOfCallerDropped(t *testing.T) {
 			return echoAll(st)
 		},
 	}
-	cc := serve(t, s, retrygrpc.DialOptions(fast)...)
+	cc := serve(t, s, dialOptions(t, fast)...)
 	// The key both in the metadata map and appended to it.
 	ctx := metadata.NewOutgoingContext(t.Context(), metadata.Pairs(retrygrpc.HeaderPreviousAttempts, "7", "x-other", "kept"))
 	ctx = metadata.AppendToOutgoingContext(ctx, retrygrpc.HeaderPreviousAttempts, "3")
@@ -699,7 +701,7 @@ func TestPreviousAttemptsOfCallerDropped(t *testing.T) {
 // makes retrykit the one retry layer: nothing else sets the key).
 func TestPreviousAttemptsOfCallerDroppedOnMethodNotRetried(t *testing.T) {
 	s := &echoServer{}
-	cc := serve(t, s, retrygrpc.DialOptions(fast, retrygrpc.WithMethods(methodOther))...)
+	cc := serve(t, s, dialOptions(t, fast, retrygrpc.WithMethods(methodOther))...)
 	ctx := metadata.AppendToOutgoingContext(t.Context(), retrygrpc.HeaderPreviousAttempts, "3")
 	for _, stream := range []bool{false, true} {
 		callEcho(t, ctx, cc, stream)
@@ -731,7 +733,7 @@ func TestEndedContextKeepsStatus(t *testing.T) {
 	p.Throttle = th
 	s := &echoServer{}
 	bare := serve(t, s)
-	with := serve(t, s, retrygrpc.DialOptions(p)...)
+	with := serve(t, s, dialOptions(t, p)...)
 	streamErr := func(ctx context.Context, cc *grpc.ClientConn) error {
 		cs, err := cc.NewStream(ctx, bidiDesc, methodBidi)
 		if err != nil {
@@ -769,7 +771,7 @@ func TestPushbackJittered(t *testing.T) {
 	var rec retrytest.Recorder
 	p := retry.Policy{Initial: retry.Immediate, MaxAttempts: 2, Observer: &rec} // no wait of its own: the hint's alone
 	s := &echoServer{unary: withPushback(1<<30, "5")}
-	cc := serve(t, s, retrygrpc.DialOptions(p)...)
+	cc := serve(t, s, dialOptions(t, p)...)
 	for range 10 {
 		callUnary(t.Context(), cc, methodUnary)
 	}

@@ -116,8 +116,8 @@ func grpcRows() []row {
 	return []row{
 		runGRPC("client defaults", backend, grpcScript, nil, nil, 0),
 		runGRPC("retrygax.WithPolicy", backend, grpcScript, nil, []gax.CallOption{gaxPolicy(policy)}, 0),
-		runGRPC("retrygax over retrygrpc.DialOptions", backend, grpcScript, retrygrpc.DialOptions(policy), []gax.CallOption{gaxPolicy(policy)}, 4),
-		runGRPC("retrygax over retrygrpc.DialOptions, 3 attempts each", "always UNAVAILABLE", down, retrygrpc.DialOptions(stacked), []gax.CallOption{gaxPolicy(stacked)}, 3),
+		runGRPC("retrygax over retrygrpc.DialOptions", backend, grpcScript, grpcDial(policy), []gax.CallOption{gaxPolicy(policy)}, 4),
+		runGRPC("retrygax over retrygrpc.DialOptions, 3 attempts each", "always UNAVAILABLE", down, grpcDial(stacked), []gax.CallOption{gaxPolicy(stacked)}, 3),
 	}
 }
 
@@ -216,6 +216,14 @@ func get(ctx context.Context, c *redis.CloudRedisClient, transport, setup, backe
 
 // gaxPolicy is retrygax.WithPolicy for the example's policies, which it
 // accepts; an error ends the example.
+func grpcDial(p retry.Policy) []grpc.DialOption {
+	dopts, err := retrygrpc.DialOptions(p)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return dopts
+}
+
 func gaxPolicy(p retry.Policy) gax.CallOption {
 	o, err := retrygax.WithPolicy(p)
 	if err != nil {

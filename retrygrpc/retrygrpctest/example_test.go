@@ -37,7 +37,12 @@ func ExampleServer() {
 
 	var rec retrytest.Recorder
 	policy := retrytest.NoWaits(retry.Policy{Observer: &rec})
-	cc, err := grpc.NewClient("passthrough:///bufconn", append(retrygrpc.DialOptions(policy),
+	dopts, err := retrygrpc.DialOptions(policy)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cc, err := grpc.NewClient("passthrough:///bufconn", append(dopts,
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {

@@ -58,7 +58,22 @@ func serve(t *testing.T, s *retrygrpctest.Server, p retry.Policy) (*grpc.ClientC
 	c := &counter{}
 	srv.RegisterService(c.desc(), c)
 	go srv.Serve(s.Listener(lis))
-	cc, err := grpc.NewClient("passthrough:///bufconn", append(retrygrpc.DialOptions(p),
+	// DialOptions refuses an AttemptTimeout, which streams cannot honour:
+	// a policy with one gets the unary interceptor alone.
+	var dopts []grpc.DialOption
+	if p.AttemptTimeout != 0 {
+		ic, err := retrygrpc.UnaryClientInterceptor(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dopts = []grpc.DialOption{grpc.WithChainUnaryInterceptor(ic), grpc.WithDisableRetry()}
+	} else {
+		var err error
+		if dopts, err = retrygrpc.DialOptions(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cc, err := grpc.NewClient("passthrough:///bufconn", append(dopts,
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
@@ -186,7 +201,11 @@ func TestStream(t *testing.T) {
 				}}}}, struct{}{})
 		go srv.Serve(s.Listener(lis))
 		var rec retrytest.Recorder
-		cc, err := grpc.NewClient("passthrough:///bufconn", append(retrygrpc.DialOptions(retry.Policy{Observer: &rec}),
+		dopts, err := retrygrpc.DialOptions(retry.Policy{Observer: &rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc, err := grpc.NewClient("passthrough:///bufconn", append(dopts,
 			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 			grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 		if err != nil {
