@@ -26,11 +26,12 @@ const (
 
 	// HedgeBytesPerRequest is the memory a hedging run takes per request,
 	// as peak RSS of `retry simulate hedge` measured it (2026-12-07: 496
-	// MB at 1 million requests, 785 MB at 2 million): 152 bytes of state
-	// and 8 of latency per request, the rest the garbage collector's
-	// headroom between the runs of a HedgeCurve. HedgeScenario.MaxMemory
-	// bounds Requests × HedgeBytesPerRequest.
-	HedgeBytesPerRequest = 300
+	// MB at 1 million requests, 785 MB at 2 million, so at most 500
+	// bytes each): 152 bytes of state and 8 of latency per request, the
+	// rest the runtime and the garbage collector's headroom between the
+	// runs of a HedgeCurve. HedgeScenario.MaxMemory bounds Requests ×
+	// HedgeBytesPerRequest.
+	HedgeBytesPerRequest = 500
 )
 
 // Latency is the latency distribution of one copy of a request: lognormal
