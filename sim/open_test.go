@@ -589,3 +589,24 @@ func TestOpenMaxMemory(t *testing.T) {
 		t.Errorf("10 s timeout: %v after %v", err, time.Since(start))
 	}
 }
+
+// The Throttle with its defaults has no stuck cell over the default grid
+// of the Huang phase diagram (docs/simulator.md: trigger-capacity 0.1 to
+// 0.45 by 0.05, trigger-for 2 s to 20 s by 3 s), where plain resends are
+// stuck from 8 s with 15 % left.
+func TestOpenThrottlePhaseNoStuckCell(t *testing.T) {
+	skipFullScale(t)
+	if raceEnabled {
+		t.Skip("56 full-scale runs: without -race only")
+	}
+	for c := 10; c <= 45; c += 5 {
+		for d := 2; d <= 20; d += 3 {
+			s := sim.Huang()
+			s.TriggerCapacity, s.TriggerFor = float64(c)/100, time.Duration(d)*time.Second
+			s.Throttle = &retry.ThrottleConfig{}
+			if r := runOpen(t, s); !r.Recovered {
+				t.Errorf("throttle at %d %% for %d s: stuck, offered %.0f/s, goodput %.0f/s", c, d, r.OfferedPerSecond, r.GoodputPerSecond)
+			}
+		}
+	}
+}

@@ -109,6 +109,17 @@ func TestSimulateOpenHuangProtected(t *testing.T) {
 	if r["recovered"] != true || r["throttle"] != "local" {
 		t.Errorf("throttle K=2 with a 10 s window: %v", r)
 	}
+	// The commands of issue 34, with the Throttle's defaults: both runs
+	// get out, the Budget alone leaves Bronson's stuck, and both together
+	// get both out.
+	for _, sc := range []string{"huang", "bronson"} {
+		if r := openRows(t, "--scenario", sc, "--throttle", "2")[0]; r["recovered"] != true {
+			t.Errorf("%s --throttle 2: %v", sc, r)
+		}
+		if r := openRows(t, "--scenario", sc, "--budget", "local", "--throttle", "2")[0]; r["recovered"] != true {
+			t.Errorf("%s --budget local --throttle 2: %v", sc, r)
+		}
+	}
 }
 
 // A fleet of 100 processes: 100 local floors keep Bronson's toy stuck
