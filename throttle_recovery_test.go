@@ -62,34 +62,42 @@ func recoveredAfter(sent []int) int {
 func TestThrottleRecoversAfterOutage(t *testing.T) {
 	const warm, after = 30, 120 // seconds before and after the outage
 	for _, outage := range []int{1, 10, 300, 3600} {
-		t.Run((time.Duration(outage) * time.Second).String(), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				var th retry.Throttle
-				sent := driveThrottle(&th, warm+outage+after, func(sec int) int {
-					if sec >= warm && sec < warm+outage {
-						return 0
+		for _, zero := range []string{"zero Throttle", "NewThrottle(ThrottleConfig{})"} {
+			t.Run((time.Duration(outage)*time.Second).String()+"/"+zero, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					th := new(retry.Throttle)
+					if zero != "zero Throttle" {
+						var err error
+						if th, err = retry.NewThrottle(retry.ThrottleConfig{}); err != nil {
+							t.Fatal(err)
+						}
 					}
-					return demand
+					sent := driveThrottle(th, warm+outage+after, func(sec int) int {
+						if sec >= warm && sec < warm+outage {
+							return 0
+						}
+						return demand
+					})
+					rec := recoveredAfter(sent[warm+outage:])
+					if rec < 0 || rec > 10 {
+						t.Fatalf("sent per second after the outage %v: at 95 %% of demand from second %d, want ≤ 10", sent[warm+outage:][:20], rec)
+					}
+					t.Logf("at ≥ 95 %% of demand %d s after recovery; the first seconds: %v", rec, sent[warm+outage:][:12])
+					if outage >= 60 {
+						// The last 50 s of the outage: the cap's 10 %.
+						probe := 0
+						for _, n := range sent[warm+outage-50 : warm+outage] {
+							probe += n
+						}
+						rate := float64(probe) / 50
+						if sigma := math.Sqrt(50 * demand * 0.1 * 0.9); math.Abs(float64(probe)-50*demand*0.1) > 5*sigma {
+							t.Fatalf("sent %.1f/s during the outage, want %v/s (10 %% of demand)", rate, demand*0.1)
+						}
+						t.Logf("probes during the outage: %.1f/s", rate)
+					}
 				})
-				rec := recoveredAfter(sent[warm+outage:])
-				if rec < 0 || rec > 10 {
-					t.Fatalf("sent per second after the outage %v: at 95 %% of demand from second %d, want ≤ 10", sent[warm+outage:][:20], rec)
-				}
-				t.Logf("at ≥ 95 %% of demand %d s after recovery; the first seconds: %v", rec, sent[warm+outage:][:12])
-				if outage >= 60 {
-					// The last 50 s of the outage: the cap's 10 %.
-					probe := 0
-					for _, n := range sent[warm+outage-50 : warm+outage] {
-						probe += n
-					}
-					rate := float64(probe) / 50
-					if sigma := math.Sqrt(50 * demand * 0.1 * 0.9); math.Abs(float64(probe)-50*demand*0.1) > 5*sigma {
-						t.Fatalf("sent %.1f/s during the outage, want %v/s (10 %% of demand)", rate, demand*0.1)
-					}
-					t.Logf("probes during the outage: %.1f/s", rate)
-				}
 			})
-		})
+		}
 	}
 }
 
