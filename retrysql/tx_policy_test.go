@@ -20,8 +20,9 @@ import (
 // serialization failure (40001) runs twice, and the Policy's Budget,
 // Throttle, Observer and Logger each see both runs.
 //
-// The Budget (ratio 1, no floor) lets a retry through only because the
-// first run earned it, and is spent after the call. The Throttle was fed
+// The Budget (ratio 2, no floor) lets the retry through only because the
+// first run earned two, and has exactly one left after the call: one
+// first attempt recorded, one retry withdrawn. The Throttle was fed
 // eight rejections before the call and forced to let attempts through; its
 // rejection probability afterwards, (requests − K × accepts) /
 // (requests + 1), says it counted both runs as accepted (a 40001 is not
@@ -31,7 +32,7 @@ func TestPolicySeesEveryRun(t *testing.T) {
 	pool := newPool(t, newDB(t, startPG(t)), 2)
 	mustExec(t, pool, `CREATE TABLE kv (k int PRIMARY KEY, v int NOT NULL)`, `INSERT INTO kv VALUES (1, 0)`)
 
-	budget, err := retry.NewBudget(retry.BudgetConfig{Ratio: 1, MinPerSecond: -1, Window: time.Minute})
+	budget, err := retry.NewBudget(retry.BudgetConfig{Ratio: 2, MinPerSecond: -1, Window: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +75,8 @@ func TestPolicySeesEveryRun(t *testing.T) {
 		t.Fatalf("v = %d, %v; want 1 (the first run rolled back)", v, err)
 	}
 
-	if budget.AllowRetry() {
-		t.Error("Budget: a retry is still allowed; want the one the first run earned spent by the second run")
+	if left := []bool{budget.AllowRetry(), budget.AllowRetry()}; !left[0] || left[1] {
+		t.Errorf("Budget: retries allowed after the call %v; want [true false] (2 earned by one first run, 1 spent)", left)
 	}
 	throttle.Override(retry.ThrottleAuto)
 	requests, accepts := float64(rejected+2), 2.0
