@@ -23,7 +23,7 @@ func TestPolicyTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"Do", "retryhttp", "retrygrpc unary", "retrygrpc streams", "retrygax", "retryaws", "retryredis", "retryvalkey"}
+	want := []string{"Do", "retryhttp", "retrygrpc unary", "retrygrpc streams", "retrygax", "retryaws", "retryredis", "retryvalkey", "retrysql"}
 	var cols []string
 	for c := range tab {
 		cols = append(cols, c)
