@@ -42,13 +42,13 @@ func TestLoseNext(t *testing.T) {
 	}
 }
 
-func TestBegins(t *testing.T) {
-	for q, want := range map[string]bool{
-		"begin\x00": true, " BEGIN ISOLATION LEVEL SERIALIZABLE\x00": true, "start transaction read only\x00": true,
-		"commit\x00": false, "SELECT 1\x00": false,
+func TestQueryName(t *testing.T) {
+	for q, want := range map[string]string{
+		"begin\x00": "BEGIN", " BEGIN ISOLATION LEVEL SERIALIZABLE\x00": "BEGIN", "start transaction read only\x00": "START",
+		"commit;\x00": "COMMIT", "SELECT 1\x00": "SELECT", "\x00": "",
 	} {
-		if got := begins([]byte(q)); got != want {
-			t.Errorf("begins(%q) = %v; want %v", q, got, want)
+		if got := queryName([]byte(q)); got != want {
+			t.Errorf("queryName(%q) = %q; want %q", q, got, want)
 		}
 	}
 }
