@@ -48,7 +48,9 @@ type Config struct {
 // opens.
 const maxConns = 1024
 
-// Proxy is a running proxy. It is safe for concurrent use.
+// Proxy is a running proxy: a retrytest.Proxy with the Postgres Framer,
+// whose counts by message name ("(startup)", "(cancel)", "BEGIN") give
+// Sessions, Cancels and Begins. It is safe for concurrent use.
 type Proxy struct {
 	p   *retrytest.Proxy
 	cfg Config
@@ -69,7 +71,7 @@ func Start(tb testing.TB, target string, cfg Config) *Proxy {
 	}
 	p := &Proxy{cfg: cfg}
 	rp, err := retrytest.NewProxy(retrytest.ProxyConfig{
-		Target: target, Protocol: Postgres, Rule: p.rule, MaxConns: maxConns,
+		Target: target, Protocol: retrytest.Postgres, Rule: p.rule, MaxConns: maxConns,
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -96,10 +98,10 @@ func (p *Proxy) Lost() int64 { return int64(p.p.Count().Lost()) }
 
 // Sessions returns how many client sessions started (startup messages),
 // without the connections that only carried a CancelRequest.
-func (p *Proxy) Sessions() int64 { return int64(p.p.CountName(NameStartup).Messages) }
+func (p *Proxy) Sessions() int64 { return int64(p.p.CountName("(startup)").Messages) }
 
 // Cancels returns how many CancelRequest connections passed.
-func (p *Proxy) Cancels() int64 { return int64(p.p.CountName(NameCancel).Messages) }
+func (p *Proxy) Cancels() int64 { return int64(p.p.CountName("(cancel)").Messages) }
 
 // Begins returns how many transactions were begun (BEGIN or START
 // TRANSACTION sent as a simple query): the transaction attempts.

@@ -41,14 +41,3 @@ func TestLoseNext(t *testing.T) {
 		}
 	}
 }
-
-func TestQueryName(t *testing.T) {
-	for q, want := range map[string]string{
-		"begin\x00": "BEGIN", " BEGIN ISOLATION LEVEL SERIALIZABLE\x00": "BEGIN", "start transaction read only\x00": "START",
-		"commit;\x00": "COMMIT", "SELECT 1\x00": "SELECT", "\x00": "",
-	} {
-		if got := queryName([]byte(q)); got != want {
-			t.Errorf("queryName(%q) = %q; want %q", q, got, want)
-		}
-	}
-}
