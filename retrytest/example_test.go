@@ -1,6 +1,8 @@
 package retrytest_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -191,6 +193,35 @@ func ExampleCheckFramer() {
 	fmt.Println(err)
 	// Output:
 	// <nil>
+}
+
+// Postgres frames PostgreSQL connections: a Rule sees each simple query
+// named by its first word, and can lose a COMMIT's reply once the server
+// answered it (Target is the server's loopback address).
+func ExamplePostgres() {
+	rule := func(m retrytest.Message) retrytest.Action {
+		switch {
+		case m.Name != "COMMIT":
+			return retrytest.Forward
+		case m.Reply == nil:
+			return retrytest.AfterReply // ask again with the server's reply
+		case bytes.Contains(m.Reply, []byte("COMMIT\x00")):
+			return retrytest.ResetReply // committed: lose the reply
+		}
+		return retrytest.Forward // ROLLBACK: a failed transaction
+	}
+	_ = retrytest.ProxyConfig{Target: "127.0.0.1:5432", Protocol: retrytest.Postgres, Rule: rule}
+
+	// What the Rule sees of a client's startup message and a COMMIT.
+	client := bufio.NewReader(strings.NewReader("\x00\x00\x00\x09\x00\x03\x00\x00\x00" + "Q\x00\x00\x00\x0bCOMMIT\x00"))
+	f := retrytest.Postgres()
+	for range 2 {
+		_, name, err := f.Next(client)
+		fmt.Println(name, err)
+	}
+	// Output:
+	// (startup) <nil>
+	// COMMIT <nil>
 }
 
 // The same script behind a real connection, for tests of what the wire

@@ -91,9 +91,7 @@ func AtRate(rate float64, action Action, seed uint64, match func(Message) bool) 
 // can pair each request with its reply: it tells where a client's message
 // ends and where the server's answer to it ends. Each connection gets its
 // own Framer from the [Protocol], so it may keep state (a handshake, a
-// transaction). [RESP] is one; a PostgreSQL Framer would read the startup
-// message first, then typed messages, and answer Reply for a Query or a
-// Sync by reading up to ReadyForQuery.
+// transaction). [RESP] and [Postgres] are two.
 type Framer interface {
 	// Next reads the client's next message whole and returns its bytes and
 	// a name for rules. An error ends the connection.
@@ -240,7 +238,8 @@ func (p *Proxy) Count() ProxyCount {
 }
 
 // CountName returns what the proxy did with the messages named name (for
-// RESP, a command name in lower case; "" for raw chunks).
+// RESP, a command name in lower case; for Postgres, see its names; "" for
+// raw chunks).
 func (p *Proxy) CountName(name string) ProxyCount {
 	p.mu.Lock()
 	defer p.mu.Unlock()

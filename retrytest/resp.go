@@ -3,7 +3,6 @@ package retrytest
 import (
 	"bufio"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 )
@@ -83,15 +82,8 @@ func readValueFirst(r *bufio.Reader, dst []byte, first *[]byte) ([]byte, error) 
 			return dst, nil
 		}
 		start := len(dst)
-		// Grow with the data actually read, not with the declared length.
-		for need := n + 2; need > 0; {
-			chunk := min(need, 32<<10)
-			at := len(dst)
-			dst = append(dst, make([]byte, chunk)...)
-			if _, err := io.ReadFull(r, dst[at:]); err != nil {
-				return dst, err
-			}
-			need -= chunk
+		if dst, err = appendRead(r, dst, n+2); err != nil {
+			return dst, err
 		}
 		if first != nil && *first == nil {
 			*first = append([]byte(nil), dst[start:start+n]...)

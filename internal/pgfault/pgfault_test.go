@@ -41,14 +41,3 @@ func TestLoseNext(t *testing.T) {
 		}
 	}
 }
-
-func TestBegins(t *testing.T) {
-	for q, want := range map[string]bool{
-		"begin\x00": true, " BEGIN ISOLATION LEVEL SERIALIZABLE\x00": true, "start transaction read only\x00": true,
-		"commit\x00": false, "SELECT 1\x00": false,
-	} {
-		if got := begins([]byte(q)); got != want {
-			t.Errorf("begins(%q) = %v; want %v", q, got, want)
-		}
-	}
-}
