@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -19,28 +20,11 @@ func TestCountdownOnTerminal(t *testing.T) {
 	defer ptmx.Close()
 	cmd := exec.Command(bin(t), "--initial", "450ms", "--jitter", "none", "--attempts", "2", "--", "sh", "-c", "exit 5")
 	cmd.Stderr = tty
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	tty.Close()
-	var out bytes.Buffer
-	copied := make(chan struct{})
-	go func() { io.Copy(&out, ptmx); close(copied) }() // ends with EIO when the child exits
-	var err error
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err = <-done:
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("no exit within 10s")
-	}
-	<-copied
+	s, err := onTerminal(t, cmd, ptmx, tty)
 	var xe *exec.ExitError
 	if !errors.As(err, &xe) || xe.ExitCode() != 5 {
 		t.Fatalf("exit %v, want 5", err)
 	}
-	s := out.String()
 	frames := strings.Count(s, "\r\x1b[Kretry: attempt 1/2 failed (exit 5); retrying in ")
 	if frames < 3 || !strings.Contains(s, "retrying in 450ms") || !strings.Contains(s, "; waited ") {
 		t.Errorf("%d countdown frames in %q: want the line rewritten in place, ending with the time waited", frames, s)
@@ -60,13 +44,25 @@ func TestHTTPBodyOnTerminal(t *testing.T) {
 	defer ptmx.Close()
 	cmd := exec.Command(bin(t), "http", srv.URL)
 	cmd.Stdout = tty
+	s, err := onTerminal(t, cmd, ptmx, tty)
+	want := `a\x1b[31mb` + "\tc\r\r\n" + `d\u009be\xffok` // the terminal turns \n into \r\n
+	if err != nil || !strings.Contains(s, want) || strings.ContainsAny(s, "\x1b\u009b") {
+		t.Errorf("terminal: %v, %q; want %q", err, s, want)
+	}
+}
+
+// onTerminal starts cmd, whose output the caller has pointed at tty (from
+// openPTY), and returns what reached the terminal, read from ptmx, and
+// cmd's exit. It fails t if cmd has not exited within 10s.
+func onTerminal(t *testing.T, cmd *exec.Cmd, ptmx, tty *os.File) (string, error) {
+	t.Helper()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	tty.Close()
 	var out bytes.Buffer
 	copied := make(chan struct{})
-	go func() { io.Copy(&out, ptmx); close(copied) }()
+	go func() { io.Copy(&out, ptmx); close(copied) }() // ends with EIO when the child exits
 	var err error
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -77,8 +73,5 @@ func TestHTTPBodyOnTerminal(t *testing.T) {
 		t.Fatal("no exit within 10s")
 	}
 	<-copied
-	want := `a\x1b[31mb` + "\tc\r\r\n" + `d\u009be\xffok` // the terminal turns \n into \r\n
-	if err != nil || !strings.Contains(out.String(), want) || strings.ContainsAny(out.String(), "\x1b\u009b") {
-		t.Errorf("terminal: %v, %q; want %q", err, out.String(), want)
-	}
+	return out.String(), err
 }
