@@ -308,39 +308,6 @@ func TestSignalForwardedToCommand(t *testing.T) {
 	}
 }
 
-func TestCountdownOnTerminal(t *testing.T) {
-	ptmx, tty := openPTY(t)
-	defer ptmx.Close()
-	cmd := exec.Command(bin(t), "--initial", "450ms", "--jitter", "none", "--attempts", "2", "--", "sh", "-c", "exit 5")
-	cmd.Stderr = tty
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	tty.Close()
-	var out bytes.Buffer
-	copied := make(chan struct{})
-	go func() { io.Copy(&out, ptmx); close(copied) }() // ends with EIO when the child exits
-	var err error
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err = <-done:
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("no exit within 10s")
-	}
-	<-copied
-	var xe *exec.ExitError
-	if !errors.As(err, &xe) || xe.ExitCode() != 5 {
-		t.Fatalf("exit %v, want 5", err)
-	}
-	s := out.String()
-	frames := strings.Count(s, "\r\x1b[Kretry: attempt 1/2 failed (exit 5); retrying in ")
-	if frames < 3 || !strings.Contains(s, "retrying in 450ms") || !strings.Contains(s, "; waited ") {
-		t.Errorf("%d countdown frames in %q: want the line rewritten in place, ending with the time waited", frames, s)
-	}
-}
-
 func TestBadInput(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -734,42 +701,6 @@ func TestHTTPEscapesNetworkText(t *testing.T) {
 	r = runRetry(t, "", args(fast, []string{"http", "--log-format", "json", url})...)
 	if strings.Contains(r.stderr, `\u001b`) || !strings.Contains(r.stderr, `\\x1b]0;pwned`) {
 		t.Errorf("json: %q: want the control characters escaped in the message", r.stderr)
-	}
-}
-
-// A body printed to a terminal shows control characters escaped (newline
-// and tab kept); to a pipe or file it is passed unchanged.
-func TestHTTPBodyOnTerminal(t *testing.T) {
-	body := "a\x1b[31mb\tc\r\nd\u009be\xffok\n"
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body) }))
-	defer srv.Close()
-	if r := runRetry(t, "", "http", srv.URL); r.code != 0 || r.stdout != body {
-		t.Errorf("pipe: exit %d, stdout %q, want the exact body", r.code, r.stdout)
-	}
-	ptmx, tty := openPTY(t)
-	defer ptmx.Close()
-	cmd := exec.Command(bin(t), "http", srv.URL)
-	cmd.Stdout = tty
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	tty.Close()
-	var out bytes.Buffer
-	copied := make(chan struct{})
-	go func() { io.Copy(&out, ptmx); close(copied) }()
-	var err error
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err = <-done:
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("no exit within 10s")
-	}
-	<-copied
-	want := `a\x1b[31mb` + "\tc\r\r\n" + `d\u009be\xffok` // the terminal turns \n into \r\n
-	if err != nil || !strings.Contains(out.String(), want) || strings.ContainsAny(out.String(), "\x1b\u009b") {
-		t.Errorf("terminal: %v, %q; want %q", err, out.String(), want)
 	}
 }
 

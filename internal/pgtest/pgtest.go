@@ -2,7 +2,8 @@
 // package: initdb and postgres) on free loopback ports for the tests of
 // retrysql. Each server is a cluster of its own in a new temporary
 // directory, stopped and removed when the test ends, failed or not, and
-// killed with the test binary if that dies first (Linux).
+// killed with the test binary if that dies first (Linux): the process
+// machinery is internal/testproc's.
 //
 // initdb and postgres refuse to run as root. When the test runs as root
 // (as CI does), both run as the user nobody, who is given the cluster's
@@ -25,9 +26,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/retrykit/retry/internal/testproc"
 )
 
 // Server is one postgres process listening on 127.0.0.1, with the
@@ -37,9 +41,7 @@ type Server struct {
 	dir  string // the temporary directory: data/ and postgres.log
 	port int
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd     // nil once stopped
-	waitCh chan struct{} // closed when cmd has exited
+	proc atomic.Pointer[testproc.Proc] // nil once stopped
 }
 
 // Binaries returns the directory that holds initdb and postgres: the one
@@ -50,11 +52,8 @@ func Binaries(tb testing.TB) string {
 	if dir, ok := binDir(); ok {
 		return dir
 	}
-	const msg = "postgres not installed: install it (Debian: apt-get install postgresql) to run this test"
-	if os.Getenv("RETRYKIT_REQUIRE_POSTGRES") == "1" {
-		tb.Fatal(msg + " (RETRYKIT_REQUIRE_POSTGRES=1 makes it required)")
-	}
-	tb.Skip(msg)
+	testproc.Missing(tb, "RETRYKIT_REQUIRE_POSTGRES",
+		"postgres not installed: install it (Debian: apt-get install postgresql) to run this test")
 	return ""
 }
 
@@ -141,21 +140,24 @@ func launch(bin string, settings []string) (*Server, error) {
 	}
 	s := &Server{dir: dir}
 	if cred != nil {
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+		if err := os.Chown(dir, int(cred.uid), int(cred.gid)); err != nil {
 			return s, err
 		}
 	}
 	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", filepath.Join(dir, "data"),
 		"-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync", "--no-instructions")
 	initdb.Dir = dir
-	setProc(initdb, cred)
+	testproc.Prepare(initdb)
+	if err := runAs(initdb, cred); err != nil {
+		return s, err
+	}
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return s, fmt.Errorf("pgtest: initdb: %v\n%s", err, out)
 	}
 	for try := 1; ; try++ {
 		// The port is free when asked for, but another process may take
 		// it before postgres binds it: then postgres exits saying so.
-		if s.port, err = freePort(); err != nil {
+		if s.port, err = testproc.FreePort(); err != nil {
 			return s, err
 		}
 		err := s.start(bin, cred, settings)
@@ -171,7 +173,7 @@ func launch(bin string, settings []string) (*Server, error) {
 // tempRoot is where the cluster's directory is made: the system's
 // temporary directory, or /tmp when postgres runs as another user (cred)
 // who could not reach into it.
-func tempRoot(cred *syscall.Credential) string {
+func tempRoot(cred *owner) string {
 	root := os.TempDir()
 	if cred == nil {
 		return root
@@ -238,9 +240,13 @@ func Shared(tb testing.TB) *Server {
 
 var errPortTaken = errors.New("pgtest: another process took the port")
 
-// credential returns the credential to run initdb and postgres with: nil
-// unless this process is root, then the user nobody's.
-func credential() (*syscall.Credential, error) {
+// owner is a user other than this process's that initdb and postgres run
+// as.
+type owner struct{ uid, gid uint32 }
+
+// credential returns the user to run initdb and postgres as: nil unless
+// this process is root, then the user nobody.
+func credential() (*owner, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
@@ -253,10 +259,10 @@ func credential() (*syscall.Credential, error) {
 	if err1 != nil || err2 != nil {
 		return nil, fmt.Errorf("pgtest: user nobody has uid %q, gid %q", u.Uid, u.Gid)
 	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}, nil
+	return &owner{uid: uint32(uid), gid: uint32(gid)}, nil
 }
 
-func (s *Server) start(bin string, cred *syscall.Credential, settings []string) error {
+func (s *Server) start(bin string, cred *owner, settings []string) error {
 	logPath := filepath.Join(s.dir, "postgres.log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -273,35 +279,27 @@ func (s *Server) start(bin string, cred *syscall.Credential, settings []string) 
 	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
 	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = logf, logf
-	setProc(cmd, cred)
-	if err := cmd.Start(); err != nil {
+	if err := runAs(cmd, cred); err != nil {
+		return err
+	}
+	p, err := testproc.Start(cmd)
+	if err != nil {
 		return fmt.Errorf("pgtest: start postgres: %w", err)
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	s.mu.Lock()
-	s.cmd, s.waitCh = cmd, done
-	s.mu.Unlock()
-	deadline := time.Now().Add(30 * time.Second)
-	for !s.ready(cmd.Process.Pid) {
-		select {
-		case <-done:
-			s.mu.Lock()
-			s.cmd = nil
-			s.mu.Unlock()
-			log, _ := os.ReadFile(logPath)
-			if strings.Contains(string(log), "already in use") {
-				return fmt.Errorf("%w: %d", errPortTaken, s.port)
-			}
-			return fmt.Errorf("pgtest: postgres exited at start:\n%s", log)
-		default:
+	s.proc.Store(p)
+	err = p.Await(30*time.Second, 10*time.Millisecond, func() (bool, error) { return s.ready(p.Pid()), nil })
+	switch {
+	case errors.Is(err, testproc.ErrExited):
+		s.proc.Store(nil)
+		log, _ := os.ReadFile(logPath)
+		if strings.Contains(string(log), "already in use") {
+			return fmt.Errorf("%w: %d", errPortTaken, s.port)
 		}
-		if time.Now().After(deadline) {
-			s.Stop()
-			log, _ := os.ReadFile(logPath)
-			return fmt.Errorf("pgtest: postgres on port %d not ready within 30s:\n%s", s.port, log)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return fmt.Errorf("pgtest: postgres exited at start:\n%s", log)
+	case err != nil:
+		s.Stop()
+		log, _ := os.ReadFile(logPath)
+		return fmt.Errorf("pgtest: postgres on port %d not ready within 30s:\n%s", s.port, log)
 	}
 	return nil
 }
@@ -325,16 +323,12 @@ func (s *Server) ready(pid int) bool {
 	return true
 }
 
-// setProc runs cmd in a process group of its own (so that Stop reaches
-// the server's children too), as cred when not nil, killed when the
-// test process dies (killWithParent).
-func setProc(cmd *exec.Cmd, cred *syscall.Credential) {
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
+// runAs makes cmd run as cred when not nil.
+func runAs(cmd *exec.Cmd, cred *owner) error {
+	if cred == nil {
+		return nil
 	}
-	cmd.SysProcAttr.Setpgid = true
-	cmd.SysProcAttr.Credential = cred
-	killWithParent(cmd)
+	return testproc.RunAs(cmd, cred.uid, cred.gid)
 }
 
 // Addr returns "127.0.0.1:port".
@@ -357,29 +351,9 @@ func (s *Server) Log() string {
 // if it has not exited within 5 s, and waits for it. Stopping a stopped
 // server does nothing.
 func (s *Server) Stop() {
-	s.mu.Lock()
-	cmd, done := s.cmd, s.waitCh
-	s.cmd = nil
-	s.mu.Unlock()
-	if cmd == nil {
-		return
+	if p := s.proc.Swap(nil); p != nil {
+		// The group too, past the grace: a backend the postmaster
+		// could not reap.
+		p.Stop(syscall.SIGQUIT, 5*time.Second)
 	}
-	_ = cmd.Process.Signal(syscall.SIGQUIT)
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-	}
-	// The group too: a backend the postmaster could not reap.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	<-done
-}
-
-// freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

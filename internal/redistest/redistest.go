@@ -1,7 +1,8 @@
 // Package redistest starts real redis-server processes on free loopback
 // ports for tests of the Redis and Valkey integrations (Valkey speaks the
 // same protocol). Each server is the test's own process, stopped when the
-// test ends.
+// test ends and killed with the test binary if that dies first (Linux):
+// the process machinery is internal/testproc's.
 //
 // Without a redis-server binary the test is skipped with a message saying
 // how to install it, unless RETRYKIT_REQUIRE_REDIS=1 (set by CI), which
@@ -20,9 +21,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/retrykit/retry/internal/testproc"
 )
 
 // Server is one redis-server process listening on 127.0.0.1. It is safe
@@ -33,9 +36,7 @@ type Server struct {
 	dir  string
 	port int
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd     // nil while stopped
-	waitCh chan struct{} // closed when cmd has exited
+	proc atomic.Pointer[testproc.Proc] // nil while stopped
 }
 
 // Binary returns the path of redis-server, skipping (or, with
@@ -45,11 +46,8 @@ func Binary(tb testing.TB) string {
 	if p, err := exec.LookPath("redis-server"); err == nil {
 		return p
 	}
-	const msg = "redis-server not installed: install it (Debian: apt-get install redis-server) to run this test"
-	if os.Getenv("RETRYKIT_REQUIRE_REDIS") == "1" {
-		tb.Fatal(msg + " (RETRYKIT_REQUIRE_REDIS=1 makes it required)")
-	}
-	tb.Skip(msg)
+	testproc.Missing(tb, "RETRYKIT_REQUIRE_REDIS",
+		"redis-server not installed: install it (Debian: apt-get install redis-server) to run this test")
 	return ""
 }
 
@@ -62,8 +60,12 @@ func Start(tb testing.TB) *Server {
 		// The port is free when asked for, but another test's server may
 		// take it before ours binds it: then ours exits, and the PING
 		// would reach the other one. start checks the answering pid.
-		s.port = freePort(tb)
-		err := s.start()
+		port, err := testproc.FreePort()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		s.port = port
+		err = s.start()
 		if err == nil {
 			break
 		}
@@ -91,58 +93,46 @@ func (s *Server) start() error {
 		"--save", "", "--appendonly", "no", "--dir", s.dir,
 		"--daemonize", "no", "--protected-mode", "yes",
 		"--logfile", filepath.Join(s.dir, "redis.log"))
-	KillWithParent(cmd)
-	if err := cmd.Start(); err != nil {
+	p, err := testproc.Start(cmd)
+	if err != nil {
 		return fmt.Errorf("redistest: start redis-server: %w", err)
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if pid, err := serverPID(s.Addr()); err == nil {
-			if pid != cmd.Process.Pid {
-				cmd.Process.Kill()
-				<-done
-				return fmt.Errorf("%w: %s answers with pid %d, not %d", errPortTaken, s.Addr(), pid, cmd.Process.Pid)
-			}
-			break
+	err = p.Await(10*time.Second, 5*time.Millisecond, func() (bool, error) {
+		pid, err := serverPID(s.Addr())
+		if err != nil {
+			return false, nil
 		}
-		select {
-		case <-done:
-			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-			if strings.Contains(string(log), "Address already in use") {
-				// Whatever holds the port (a listener, a busy server)
-				// did not answer INFO as ours would.
-				return fmt.Errorf("%w: %s (%s)", errPortTaken, s.Addr(), bytes.TrimSpace(log))
-			}
-			return fmt.Errorf("redistest: redis-server exited at start: %s", log)
-		default:
+		if pid != p.Pid() {
+			return false, fmt.Errorf("%w: %s answers with pid %d, not %d", errPortTaken, s.Addr(), pid, p.Pid())
 		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			<-done
-			return fmt.Errorf("redistest: redis-server on %s did not answer PING within 10s", s.Addr())
+		return true, nil
+	})
+	switch {
+	case errors.Is(err, testproc.ErrExited):
+		log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+		if strings.Contains(string(log), "Address already in use") {
+			// Whatever holds the port (a listener, a busy server)
+			// did not answer INFO as ours would.
+			return fmt.Errorf("%w: %s (%s)", errPortTaken, s.Addr(), bytes.TrimSpace(log))
 		}
-		time.Sleep(5 * time.Millisecond)
+		return fmt.Errorf("redistest: redis-server exited at start: %s", log)
+	case errors.Is(err, testproc.ErrNotReady):
+		p.Stop(os.Kill, 0)
+		return fmt.Errorf("redistest: redis-server on %s did not answer PING within 10s", s.Addr())
+	case err != nil:
+		p.Stop(os.Kill, 0)
+		return err
 	}
-	s.mu.Lock()
-	s.cmd, s.waitCh = cmd, done
-	s.mu.Unlock()
+	s.proc.Store(p)
 	return nil
 }
 
 // Stop kills the server (SIGKILL: it keeps nothing) and waits for it to
 // exit. Stopping a stopped server does nothing.
 func (s *Server) Stop() {
-	s.mu.Lock()
-	cmd, done := s.cmd, s.waitCh
-	s.cmd = nil
-	s.mu.Unlock()
-	if cmd == nil {
-		return
+	if p := s.proc.Swap(nil); p != nil {
+		p.Stop(os.Kill, 0)
 	}
-	_ = cmd.Process.Kill()
-	<-done
 }
 
 // Restart starts a stopped server again on the same port, empty (all keys
@@ -296,17 +286,6 @@ func serverPID(addr string) (int, error) {
 		}
 	}
 	return 0, errors.New("redistest: INFO server has no process_id")
-}
-
-// freePort asks the kernel for a free loopback port.
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // SlowIncr is a Lua script that increments KEYS[1], then keeps the server
