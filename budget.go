@@ -6,23 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-)
 
-// Defaults of a [Budget], used where a [BudgetConfig] field is zero and by
-// the zero Budget.
-const (
-	// DefaultBudgetRatio: retries may be at most 10% of recent first
-	// attempts, the Google SRE book's per-client retry budget, so that the
-	// worst-case load on a failing backend is 1.1x its normal load instead of
-	// MaxAttempts times it.
-	DefaultBudgetRatio = 0.1
-	// DefaultBudgetMinPerSecond: a floor of 1 retry per second (averaged over
-	// the window) that a quiet client may use whatever its traffic; the SRE
-	// book's server-wide example is 60 retries per minute per process.
-	DefaultBudgetMinPerSecond = 1.0
-	// DefaultBudgetWindow: first attempts and retries are remembered for
-	// 10 s, Finagle's RetryBudget TTL.
-	DefaultBudgetWindow = 10 * time.Second
+	"github.com/retrykit/retry/internal/defaults"
 )
 
 // BudgetConfig configures [NewBudget]. The zero BudgetConfig means all the
@@ -31,7 +16,8 @@ type BudgetConfig struct {
 	// Ratio is the number of retries each first attempt earns: over any
 	// Window, retries are allowed while
 	//	retries ≤ Ratio × first attempts + MinPerSecond × Window.
-	// Zero means DefaultBudgetRatio (0.1); a negative value means that
+	// Zero means 0.1, the Google SRE book's per-client retry budget (a failing
+	// backend then sees at most 1.1× its normal load); a negative value means that
 	// requests earn nothing and only the floor is left. NaN and ±Inf are
 	// invalid.
 	Ratio float64
@@ -40,15 +26,15 @@ type BudgetConfig struct {
 	// window, allowed whatever the traffic, so that a client that sends
 	// few requests can still retry. It is granted as a reserve of
 	// MinPerSecond × Window retries per window, so it may be spent in a
-	// burst. Zero means DefaultBudgetMinPerSecond (1); a negative value
-	// means no floor. NaN and ±Inf are invalid, and so is a value whose
+	// burst. Zero means 1 (the SRE book's server-wide example is 60 a
+	// minute per process); a negative value means no floor. NaN and ±Inf are invalid, and so is a value whose
 	// reserve, MinPerSecond × Window, is too large for a float64.
 	MinPerSecond float64
 
 	// Window is how long first attempts and retries are remembered. It is
 	// kept in 10 slots of Window/10, so an event is forgotten between
 	// 0.9 × Window and Window after it happened. Zero means
-	// DefaultBudgetWindow (10 s); values below 1 ms are invalid.
+	// 10 s (Finagle's RetryBudget TTL); values below 1 ms are invalid.
 	Window time.Duration
 }
 
@@ -106,13 +92,13 @@ func NewBudget(c BudgetConfig) (*Budget, error) {
 		return nil, errors.New("retry: BudgetConfig.Window must be zero (10 s) or at least 1ms, got " + win.String())
 	}
 	if ratio == 0 {
-		ratio = DefaultBudgetRatio
+		ratio = defaults.BudgetRatio
 	}
 	if floor == 0 {
-		floor = DefaultBudgetMinPerSecond
+		floor = defaults.BudgetMinPerSecond
 	}
 	if win == 0 {
-		win = DefaultBudgetWindow
+		win = defaults.BudgetWindow
 	}
 	reserve := max(floor, 0) * win.Seconds()
 	// Config reports reserve over the window the slots make (win rounded
@@ -176,17 +162,6 @@ func mustBudget(c BudgetConfig) *Budget {
 	return b
 }
 
-// RecordAttempt counts a first attempt that is being sent, for loops that
-// do not go through [Do] (a client library's own retry loop): first
-// attempts earn retries. [Do] does this itself through Policy.Budget.
-func (b *Budget) RecordAttempt() { b.record(false) }
-
-// AllowRetry reports whether one more retry fits in the budget and, if so,
-// withdraws it: the caller must then send the retry (a retry granted and
-// not sent still counts). It is for loops that do not go through [Do],
-// which does this itself through Policy.Budget.
-func (b *Budget) AllowRetry() bool { return b.allowRetry() }
-
 // record counts an attempt that is being sent. Only first attempts earn
 // budget; retries were counted when allowRetry granted them.
 func (b *Budget) record(isRetry bool) {
@@ -194,7 +169,7 @@ func (b *Budget) record(isRetry bool) {
 		return
 	}
 	if b.w.a.Add(1)&clockEvery == 0 {
-		b.w.tick(DefaultBudgetWindow)
+		b.w.tick(defaults.BudgetWindow)
 	}
 }
 
@@ -203,10 +178,10 @@ func (b *Budget) record(isRetry bool) {
 func (b *Budget) allowRetry() bool {
 	ratio, reserve := b.ratio, b.reserve
 	if !b.set {
-		ratio, reserve = DefaultBudgetRatio, DefaultBudgetMinPerSecond*DefaultBudgetWindow.Seconds()
+		ratio, reserve = defaults.BudgetRatio, defaults.BudgetMinPerSecond*defaults.BudgetWindow.Seconds()
 	}
 	b.w.mu.Lock()
-	now := b.w.advanceLocked(DefaultBudgetWindow)
+	now := b.w.advanceLocked(defaults.BudgetWindow)
 	first, retries := b.w.counts()
 	if b.fleet.shared {
 		b.asked.Add(1)
@@ -300,15 +275,14 @@ func (w *window) counts() (a, b int64) {
 	return max(a, 0), max(b, 0)
 }
 
-// Config returns the Budget's configuration with every default resolved
-// (the zero Budget reports DefaultBudgetRatio, DefaultBudgetMinPerSecond
-// and DefaultBudgetWindow), such that NewBudget(b.Config()) makes an
-// equivalent Budget: a Ratio or MinPerSecond that was negative (none) is
-// reported as -1. It says what a preset ([GRPCBudget], [AWSBudget]) or the
-// zero Budget means; retryshare reads it to size the fleet's headroom.
-func (b *Budget) Config() BudgetConfig {
+// config returns the Budget's configuration with every default resolved
+// (the zero Budget reports 0.1, 1 and 10 s), such that NewBudget(b.config())
+// makes an equivalent Budget: a Ratio or MinPerSecond that was negative
+// (none) is reported as -1. The sharing engine reads it through
+// internal/fleetseam to size the fleet's headroom.
+func (b *Budget) config() BudgetConfig {
 	if !b.set {
-		return BudgetConfig{Ratio: DefaultBudgetRatio, MinPerSecond: DefaultBudgetMinPerSecond, Window: DefaultBudgetWindow}
+		return BudgetConfig{Ratio: defaults.BudgetRatio, MinPerSecond: defaults.BudgetMinPerSecond, Window: defaults.BudgetWindow}
 	}
 	win := b.w.slot * windowSlots
 	c := BudgetConfig{Ratio: b.ratio, MinPerSecond: b.reserve / win.Seconds(), Window: win}

@@ -299,7 +299,7 @@ func TestBudgetSoakAcrossWindows(t *testing.T) {
 
 // A floor so large that MinPerSecond × Window is +Inf used to be
 // accepted; Config then reported MinPerSecond +Inf, which NewBudget
-// refuses, although NewBudget(b.Config()) is documented to make an
+// refuses, although NewBudget(b.config()) is documented to make an
 // equivalent Budget.
 func TestBudgetConfigRoundTripsOrIsRefused(t *testing.T) {
 	for _, c := range []BudgetConfig{
@@ -312,8 +312,8 @@ func TestBudgetConfigRoundTripsOrIsRefused(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		if _, err := NewBudget(b.Config()); err != nil {
-			t.Errorf("NewBudget(%+v).Config() = %+v, which NewBudget refuses: %v", c, b.Config(), err)
+		if _, err := NewBudget(b.config()); err != nil {
+			t.Errorf("NewBudget(%+v).config() = %+v, which NewBudget refuses: %v", c, b.config(), err)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 )
 
 // overloaded returns a Throttle that rejects nearly every attempt: it saw
@@ -19,7 +20,7 @@ import (
 func overloaded() *retry.Throttle {
 	th, _ := retry.NewThrottle(retry.ThrottleConfig{MaxProbability: 1}) // no cap: p ≈ 1
 	for range 1 << 20 {
-		th.Record(false)
+		account.Record(th, false)
 	}
 	return th
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/defaults"
 	"github.com/retrykit/retry/retrytest"
 )
 
@@ -486,14 +487,14 @@ func TestHedgeZeroHedgerWarmsUp(t *testing.T) {
 		if _, ok := h.Delay(); ok {
 			t.Fatal("the zero Hedger has a delay before any sample")
 		}
-		for range retry.DefaultHedgeWarmUp {
+		for range defaults.HedgeWarmUp {
 			retry.Hedge(t.Context(), retry.Policy{}, &h, func(context.Context) error {
 				time.Sleep(ms(3))
 				return nil
 			})
 		}
 		if d, ok := h.Delay(); !ok || d != ms(3) {
-			t.Errorf("Delay = %v, %v after %d calls of 3ms, want 3ms", d, ok, retry.DefaultHedgeWarmUp)
+			t.Errorf("Delay = %v, %v after %d calls of 3ms, want 3ms", d, ok, defaults.HedgeWarmUp)
 		}
 	})
 }

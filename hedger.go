@@ -7,30 +7,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/retrykit/retry/internal/quantile"
-)
+	"github.com/retrykit/retry/internal/defaults"
 
-// Defaults of a [Hedger], used where a [HedgeConfig] field is zero and by
-// the zero Hedger.
-const (
-	// DefaultHedgeQuantile: an adaptive Hedger sends a hedge once a copy
-	// has been outstanding longer than the 95th percentile of recent
-	// successful attempts, the point "The Tail at Scale" recommends (about
-	// 5 % extra load when latencies are independent).
-	DefaultHedgeQuantile = 0.95
-	// DefaultHedgeMinDelay is the floor of an adaptive delay (Finagle's
-	// BackupRequestFilter uses the same 1 ms).
-	DefaultHedgeMinDelay = time.Millisecond
-	// DefaultHedgeWarmUp is how many latencies an adaptive Hedger records
-	// before it sends its first hedge.
-	DefaultHedgeWarmUp = 100
-	// DefaultHedgeSamples is how many recent latencies an adaptive Hedger
-	// keeps (8 KB).
-	DefaultHedgeSamples = 1000
-	// DefaultHedgeMaxCopies is the most copies of one call in flight at
-	// once, the first included: 5, as gRFC A6's default cap on the
-	// attempts of a hedged call.
-	DefaultHedgeMaxCopies = 5
+	"github.com/retrykit/retry/internal/quantile"
 )
 
 // maxHedgeSamples bounds HedgeConfig.Samples: a ring of 8 MiB, and as
@@ -49,29 +28,30 @@ type HedgeConfig struct {
 	// Quantile is, for an adaptive Hedger, the quantile of recent
 	// latencies of successful attempts used as the delay (0.9 hedges about
 	// 10 % of calls when latencies are independent). Zero means
-	// DefaultHedgeQuantile (0.95); values outside (0, 1) are invalid. It
+	// 0.95, the point "The Tail at Scale" recommends; values outside (0, 1) are invalid. It
 	// must be zero with a FixedDelay.
 	Quantile float64
 
 	// MinDelay is the floor of an adaptive delay. Zero means
-	// DefaultHedgeMinDelay (1 ms); negative values are invalid.
+	// 1 ms (as Finagle's BackupRequestFilter); negative values are invalid.
 	MinDelay time.Duration
 
 	// WarmUp is how many latencies an adaptive Hedger records before it
 	// sends any hedge: until then calls run one copy at a time. Zero means
-	// DefaultHedgeWarmUp (100); it must not exceed Samples.
+	// 100; it must not exceed Samples.
 	WarmUp int
 
 	// Samples is how many recent latencies an adaptive Hedger keeps, its
 	// only memory: a ring of Samples durations. The delay is recomputed
 	// from them every Samples/16 new latencies. Zero means
-	// DefaultHedgeSamples (1000); negative values and values above
+	// 1000 (8 KB); negative values and values above
 	// 1,048,576 (a ring of 8 MiB) are invalid.
 	Samples int
 
 	// MaxCopies is the most copies of one call in flight at once, the
 	// first included; the policy's MaxAttempts still caps the copies sent
-	// in all. Zero means DefaultHedgeMaxCopies (5); 1 sends one copy at a
+	// in all. Zero means 5, gRFC A6's default cap on a hedged call's
+	// attempts; 1 sends one copy at a
 	// time (no hedging, failures still retried); negative values are
 	// invalid.
 	MaxCopies int
@@ -135,19 +115,19 @@ func NewHedger(c HedgeConfig) (*Hedger, error) {
 	h := &Hedger{delay: c.FixedDelay, quantile: c.Quantile, floor: c.MinDelay, warmUp: c.WarmUp,
 		size: c.Samples, maxCopies: c.MaxCopies, set: true}
 	if h.quantile == 0 {
-		h.quantile = DefaultHedgeQuantile
+		h.quantile = defaults.HedgeQuantile
 	}
 	if h.floor == 0 {
-		h.floor = DefaultHedgeMinDelay
+		h.floor = defaults.HedgeMinDelay
 	}
 	if h.warmUp == 0 {
-		h.warmUp = DefaultHedgeWarmUp
+		h.warmUp = defaults.HedgeWarmUp
 	}
 	if h.size == 0 {
-		h.size = DefaultHedgeSamples
+		h.size = defaults.HedgeSamples
 	}
 	if h.maxCopies == 0 {
-		h.maxCopies = DefaultHedgeMaxCopies
+		h.maxCopies = defaults.HedgeMaxCopies
 	}
 	if h.warmUp > h.size {
 		return nil, fmt.Errorf("retry: HedgeConfig.WarmUp %d exceeds Samples %d", h.warmUp, h.size)
@@ -158,14 +138,14 @@ func NewHedger(c HedgeConfig) (*Hedger, error) {
 // params returns the Hedger's settings, the defaults for the zero Hedger.
 func (h *Hedger) params() (quantile float64, floor time.Duration, warmUp, size int) {
 	if !h.set {
-		return DefaultHedgeQuantile, DefaultHedgeMinDelay, DefaultHedgeWarmUp, DefaultHedgeSamples
+		return defaults.HedgeQuantile, defaults.HedgeMinDelay, defaults.HedgeWarmUp, defaults.HedgeSamples
 	}
 	return h.quantile, h.floor, h.warmUp, h.size
 }
 
 func (h *Hedger) copies() int {
 	if !h.set {
-		return DefaultHedgeMaxCopies
+		return defaults.HedgeMaxCopies
 	}
 	return h.maxCopies
 }

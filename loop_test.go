@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 	"github.com/retrykit/retry/retrytest"
 )
 
@@ -208,7 +209,7 @@ func TestLoopClientWaits(t *testing.T) {
 func TestLoopSentAndUnseen(t *testing.T) {
 	th, _ := retry.NewThrottle(retry.ThrottleConfig{K: 1})
 	for range 100 {
-		th.Record(false) // the Throttle now rejects most attempts
+		account.Record(th, false) // the Throttle now rejects most attempts
 	}
 	b, _ := retry.NewBudget(retry.BudgetConfig{})
 	var log retrytest.Recorder

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 	"github.com/retrykit/retry/retrytest"
 )
 
@@ -107,8 +108,8 @@ func TestObserverThrottleAndBudget(t *testing.T) {
 		// locally: each rejection is an EventThrottled, not an EventAttempt.
 		th, _ := retry.NewThrottle(retry.ThrottleConfig{K: 1, MaxProbability: 1})
 		for range 1000 {
-			if th.Allow() {
-				th.Record(false)
+			if account.Allow(th) {
+				account.Record(th, false)
 			}
 		}
 		r.Reset()

@@ -8,7 +8,8 @@ import (
 
 // This file is the sharing seam: what a sync engine (internal/fleet,
 // behind retryshare) needs to make Budgets and Throttles in many processes
-// behave as one. It is not exported: init registers these methods with
+// behave as one, and the bare accounting that tests and the simulator
+// drive. It is not exported: init registers these methods with
 // internal/fleetseam, where the engine finds them. The core never talks to
 // a store; it only gives its cumulative local counts and takes the other
 // processes' counts.
@@ -19,10 +20,19 @@ func init() {
 		SetFleet:    (*Budget).setFleet,
 		ClearFleet:  (*Budget).clearFleet,
 		FleetAsked:  (*Budget).fleetAsked,
+		Settings: func(b *Budget) (float64, float64, time.Duration) {
+			c := b.config()
+			return c.Ratio, c.MinPerSecond, c.Window
+		},
+		RecordAttempt: func(b *Budget) { b.record(false) },
+		AllowRetry:    (*Budget).allowRetry,
 	}, fleetseam.Throttle[*Throttle]{
 		LocalCounts: (*Throttle).localCounts,
 		SetFleet:    (*Throttle).setFleet,
 		ClearFleet:  (*Throttle).clearFleet,
+		Window:      func(t *Throttle) time.Duration { return t.config().Window },
+		Allow:       (*Throttle).allow,
+		Record:      (*Throttle).count,
 	})
 }
 

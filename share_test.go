@@ -47,15 +47,15 @@ func TestBudgetFleet(t *testing.T) {
 		}
 		// Own first attempts earn Ratio each, even between syncs.
 		for range 4 {
-			b.RecordAttempt()
+			b.record(false)
 		}
 		if got := grants(b, 100); got != 2 {
 			t.Fatalf("granted %d after 4 first attempts, want 0.5 × 4 = 2", got)
 		}
 		// A new lease counts from the counts its sync pushed: what was
 		// granted after them counts against it.
-		b.RecordAttempt()
-		b.RecordAttempt()
+		b.record(false)
+		b.record(false)
 		l := leaseOf(b, 3)
 		if got := grants(b, 1); got != 1 { // between the read and SetFleet: the old lease's
 			t.Fatalf("granted %d of the old lease's last retry", got)
@@ -122,7 +122,7 @@ func TestBudgetFleet(t *testing.T) {
 	t.Run("local counts", func(t *testing.T) {
 		b, _ := NewBudget(cfg)
 		for range 3 {
-			b.RecordAttempt()
+			b.record(false)
 		}
 		grants(b, 2)
 		if a, r := b.LocalCounts(); a != 3 || r != 2 {
@@ -140,23 +140,23 @@ func leaseOf(b *Budget, n int64) FleetLease {
 
 func TestBudgetConfigResolved(t *testing.T) {
 	var zero Budget
-	if got := zero.Config(); got != (BudgetConfig{Ratio: 0.1, MinPerSecond: 1, Window: 10 * time.Second}) {
+	if got := zero.config(); got != (BudgetConfig{Ratio: 0.1, MinPerSecond: 1, Window: 10 * time.Second}) {
 		t.Fatalf("zero Budget Config = %+v", got)
 	}
 	b, _ := NewBudget(BudgetConfig{Ratio: -1, MinPerSecond: 2.5, Window: 3 * time.Second})
-	if got := b.Config(); got.Ratio != -1 || math.Abs(got.MinPerSecond-2.5) > 1e-9 || got.Window != 3*time.Second {
+	if got := b.config(); got.Ratio != -1 || math.Abs(got.MinPerSecond-2.5) > 1e-9 || got.Window != 3*time.Second {
 		t.Fatalf("Config = %+v", got)
 	}
 	b, _ = NewBudget(BudgetConfig{Ratio: 0.3, MinPerSecond: -2})
-	if got := b.Config(); got.Ratio != 0.3 || got.MinPerSecond != -1 || got.Window != 10*time.Second {
+	if got := b.config(); got.Ratio != 0.3 || got.MinPerSecond != -1 || got.Window != 10*time.Second {
 		t.Fatalf("Config = %+v", got)
 	}
 	var zt Throttle
-	if got := zt.Config(); got.K != 2 || got.Window != 10*time.Second || got.MaxProbability != 0.9 || got.CountRejected || got.Accepted != nil {
+	if got := zt.config(); got.K != 2 || got.Window != 10*time.Second || got.MaxProbability != 0.9 || got.CountRejected || got.Accepted != nil {
 		t.Fatalf("zero Throttle Config = %+v", got)
 	}
 	th, _ := NewThrottle(ThrottleConfig{K: 1.5, Window: time.Second})
-	if got := th.Config(); got.K != 1.5 || got.Window != time.Second {
+	if got := th.config(); got.K != 1.5 || got.Window != time.Second {
 		t.Fatalf("Throttle Config = %+v", got)
 	}
 }
@@ -164,7 +164,7 @@ func TestBudgetConfigResolved(t *testing.T) {
 func TestThrottleFleet(t *testing.T) {
 	th, _ := NewThrottle(ThrottleConfig{K: 2, Window: time.Minute})
 	for range 10 {
-		th.Record(true)
+		th.count(true)
 	}
 	if p := th.Probability(); p != 0 {
 		t.Fatalf("local probability %v, want 0", p)
@@ -178,10 +178,10 @@ func TestThrottleFleet(t *testing.T) {
 	}
 	rejected := 0
 	for range 1000 {
-		if !th.Allow() {
+		if !th.allow() {
 			rejected++
 		} else {
-			th.Record(false)
+			th.count(false)
 		}
 	}
 	if rejected < 800 {
@@ -231,14 +231,14 @@ func TestFleetSeamRegistered(t *testing.T) {
 	// and the store leased this process 1 of what is left.
 	first, retries := bs.LocalCounts(b)
 	bs.SetFleet(b, 0, 9, fleetseam.Lease{Retries: 1, FirstAttempts: first, Granted: retries, Until: time.Now().Add(time.Second)})
-	if a1, a2 := b.AllowRetry(), b.AllowRetry(); !a1 || a2 {
+	if a1, a2 := b.allowRetry(), b.allowRetry(); !a1 || a2 {
 		t.Errorf("shared with a lease of 1: AllowRetry %v then %v, want true then false", a1, a2)
 	}
 	if first, retries = bs.LocalCounts(b); first != 0 || retries != 1 || bs.FleetAsked(b) != 2 {
 		t.Errorf("LocalCounts %d, %d, FleetAsked %d; want 0, 1, 2", first, retries, bs.FleetAsked(b))
 	}
 	bs.ClearFleet(b) // the store is down: back to a local budget with its own reserve
-	if !b.AllowRetry() {
+	if !b.allowRetry() {
 		t.Error("after ClearFleet the Budget refuses a retry from its own reserve")
 	}
 

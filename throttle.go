@@ -7,25 +7,8 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
-)
 
-// Defaults of a [Throttle], used where a [ThrottleConfig] field is zero and
-// by the zero Throttle.
-const (
-	// DefaultThrottleK is the SRE book's typical multiplier: the Throttle
-	// starts rejecting once fewer than 1/K of the attempts it sent were
-	// accepted.
-	DefaultThrottleK = 2.0
-	// DefaultThrottleWindow is the history the counts are kept over: 10 s,
-	// so that after an outage the failures it remembers are gone within
-	// seconds (go-zero's breaker uses 10 s; the SRE book's 2 minutes kept
-	// clients out for minutes after an outage).
-	DefaultThrottleWindow = 10 * time.Second
-	// DefaultThrottleMaxProbability caps the rejection probability, as
-	// failsafe-go's adaptive throttler does: at least 10 % of the demand is
-	// still sent while the backend refuses everything, and those attempts
-	// are what tells the Throttle the backend is back.
-	DefaultThrottleMaxProbability = 0.9
+	"github.com/retrykit/retry/internal/defaults"
 )
 
 // ThrottleConfig configures [NewThrottle]. The zero ThrottleConfig means
@@ -35,14 +18,15 @@ type ThrottleConfig struct {
 	// max(0, (requests − K × accepts) / (requests + 1)): the Throttle
 	// rejects nothing while at least 1/K of the requests in the window
 	// were accepted. Lower values throttle harder (the SRE book cites 1.1).
-	// Zero means DefaultThrottleK (2); values below 1, which would throttle
+	// Zero means 2, the book's typical value; values below 1, which would throttle
 	// a healthy backend, and NaN or +Inf are invalid.
 	K float64
 
 	// Window is how long requests and accepts are remembered, kept in 10
 	// slots of Window/10 (an event is forgotten between 0.9 × Window and
-	// Window after it happened). Zero means DefaultThrottleWindow (10 s);
-	// values below 1 ms are invalid. It sets both how long a backend must
+	// Window after it happened). Zero means 10 s (go-zero's breaker
+	// window; the book's 2 minutes kept clients out for minutes after an
+	// outage); values below 1 ms are invalid. It sets both how long a backend must
 	// fail before rejection starts (about Window/2 of a total outage with
 	// K 2) and how long the failures of an outage weigh after it: with the
 	// default rule, at least 95 % of the demand is sent again within
@@ -51,7 +35,8 @@ type ThrottleConfig struct {
 
 	// MaxProbability caps the rejection probability, so that some attempts
 	// still reach a backend that refuses everything and show when it is
-	// back. Zero means DefaultThrottleMaxProbability (0.9); 1 means no cap;
+	// back. Zero means 0.9, as failsafe-go's adaptive throttler: at least
+	// 10 % of the demand is still sent; 1 means no cap;
 	// values outside [0, 1] and NaN are invalid.
 	MaxProbability float64
 
@@ -164,13 +149,13 @@ func NewThrottle(c ThrottleConfig) (*Throttle, error) {
 		return nil, errors.New("retry: ThrottleConfig.MaxProbability must be zero (0.9) or in (0, 1]")
 	}
 	if k == 0 {
-		k = DefaultThrottleK
+		k = defaults.ThrottleK
 	}
 	if win == 0 {
-		win = DefaultThrottleWindow
+		win = defaults.ThrottleWindow
 	}
 	if maxP == 0 {
-		maxP = DefaultThrottleMaxProbability
+		maxP = defaults.ThrottleMaxProbability
 	}
 	t := &Throttle{k: k, maxP: maxP, countRej: c.CountRejected, accepted: c.Accepted, observer: c.Observer, set: true}
 	t.w.slot = win / windowSlots
@@ -178,27 +163,19 @@ func NewThrottle(c ThrottleConfig) (*Throttle, error) {
 	return t, nil
 }
 
-// Allow reports whether an attempt may be sent now. When it returns true
-// the caller sends the attempt and must then call [Throttle.Record] with
-// its outcome; when it returns false the caller must not send it (with
-// CountRejected, it then counts as a request the backend did not accept).
-// [Do] does both through Policy.Throttle; Allow and Record are for
-// transports and clients that do not go through Do.
-func (t *Throttle) Allow() bool { return t.allow() }
-
-// Record counts the outcome of an attempt that Allow let through:
+// count counts the outcome of an attempt that allow let through:
 // accepted tells whether the backend accepted it.
-func (t *Throttle) Record(accepted bool) {
+func (t *Throttle) count(accepted bool) {
 	if accepted {
 		t.w.b.Add(1)
 	}
 	if t.w.a.Add(1)&clockEvery == 0 {
-		t.w.tick(DefaultThrottleWindow)
+		t.w.tick(defaults.ThrottleWindow)
 	}
 }
 
-// Probability returns the current probability that Allow rejects an
-// attempt: 1 or 0 while [Throttle.Override] forces every attempt rejected
+// Probability returns the current probability that the Throttle rejects
+// an attempt: 1 or 0 while [Throttle.Override] forces every attempt rejected
 // or allowed, otherwise the rule's, from the requests and accepts in the
 // window (it reads the clock to age the window).
 func (t *Throttle) Probability() float64 {
@@ -208,7 +185,7 @@ func (t *Throttle) Probability() float64 {
 	case st&throttleForceAllow != 0:
 		return 0
 	}
-	t.w.tick(DefaultThrottleWindow)
+	t.w.tick(defaults.ThrottleWindow)
 	return t.probability()
 }
 
@@ -220,7 +197,7 @@ func (t *Throttle) probability() float64 {
 	if excess <= 0 {
 		return 0
 	}
-	maxP := DefaultThrottleMaxProbability
+	maxP := defaults.ThrottleMaxProbability
 	if t.set {
 		maxP = t.maxP
 	}
@@ -236,7 +213,7 @@ func (t *Throttle) counts() (requests, accepts int64) {
 
 func (t *Throttle) kValue() float64 {
 	if !t.set {
-		return DefaultThrottleK
+		return defaults.ThrottleK
 	}
 	return t.k
 }
@@ -261,7 +238,7 @@ func (t *Throttle) allowSlow() bool {
 	case st&throttleForceAllow != 0:
 		return true
 	}
-	t.w.tick(DefaultThrottleWindow) // make sure the window is current
+	t.w.tick(defaults.ThrottleWindow) // make sure the window is current
 	p := t.probability()
 	t.setRejecting(p > 0)
 	if p <= 0 || rand.Float64() >= p {
@@ -366,17 +343,17 @@ func (t *Throttle) record(err error) { t.recordTimed(err, false) }
 // a rejection whatever error the operation returned.
 func (t *Throttle) recordTimed(err error, timedOut bool) {
 	if err == nil {
-		t.Record(true)
+		t.count(true)
 		return
 	}
 	if walk(err, isErrThrottled) {
 		return
 	}
 	if t.accepted != nil {
-		t.Record(t.accepted(err))
+		t.count(t.accepted(err))
 		return
 	}
-	t.Record(!timedOut && !walk(err, isOverload))
+	t.count(!timedOut && !walk(err, isOverload))
 }
 
 func isErrThrottled(e error) bool { return e == ErrThrottled }
@@ -389,15 +366,13 @@ func isOverload(e error) bool {
 	return ok && o.Overloaded()
 }
 
-// Config returns the Throttle's configuration with every default resolved
-// (the zero Throttle reports DefaultThrottleK, DefaultThrottleWindow and
-// DefaultThrottleMaxProbability; Accepted and Observer are returned as
-// given, nil meaning the default rule and no events). An integration whose
-// client reports outcomes itself reads Accepted from it to count them by
-// the same rule as Do.
-func (t *Throttle) Config() ThrottleConfig {
+// config returns the Throttle's configuration with every default resolved
+// (the zero Throttle reports K 2, Window 10 s and MaxProbability 0.9;
+// Accepted and Observer are returned as given, nil meaning the default
+// rule and no events).
+func (t *Throttle) config() ThrottleConfig {
 	if !t.set {
-		return ThrottleConfig{K: DefaultThrottleK, Window: DefaultThrottleWindow, MaxProbability: DefaultThrottleMaxProbability}
+		return ThrottleConfig{K: defaults.ThrottleK, Window: defaults.ThrottleWindow, MaxProbability: defaults.ThrottleMaxProbability}
 	}
 	return ThrottleConfig{K: t.k, Window: t.w.slot * windowSlots, MaxProbability: t.maxP,
 		CountRejected: t.countRej, Accepted: t.accepted, Observer: t.observer}

@@ -1,19 +1,16 @@
-package retry_test
+package retry
 
-import (
-	"testing"
+import "testing"
 
-	"github.com/retrykit/retry"
-)
-
-// BenchmarkThrottleHealthy is the healthy path through the public API: a
-// decision and an accepted outcome, on one goroutine (the zero Throttle).
+// BenchmarkThrottleHealthy is a Throttle's healthy path, as a Loop takes
+// it: a decision and an accepted outcome, on one goroutine (the zero
+// Throttle).
 func BenchmarkThrottleHealthy(b *testing.B) {
-	var th retry.Throttle
+	var th Throttle
 	b.ReportAllocs()
 	for b.Loop() {
-		if th.Allow() {
-			th.Record(true)
+		if th.allow() {
+			th.count(true)
 		}
 	}
 }
@@ -21,12 +18,12 @@ func BenchmarkThrottleHealthy(b *testing.B) {
 // BenchmarkThrottleHealthyParallel is the same from every P at once, on
 // one shared Throttle.
 func BenchmarkThrottleHealthyParallel(b *testing.B) {
-	var th retry.Throttle
+	var th Throttle
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if th.Allow() {
-				th.Record(true)
+			if th.allow() {
+				th.count(true)
 			}
 		}
 	})

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
+	"github.com/retrykit/retry/internal/defaults"
 	"github.com/retrykit/retry/retrytest"
 )
 
@@ -30,11 +32,11 @@ func driveThrottle(th *retry.Throttle, secs int, backend func(sec int) int) []in
 		capacity := backend(sec)
 		for range 10 {
 			for range demand / 10 {
-				if !th.Allow() {
+				if !account.Allow(th) {
 					continue
 				}
 				sent[sec]++
-				th.Record(capacity > 0)
+				account.Record(th, capacity > 0)
 				capacity--
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -147,7 +149,7 @@ func TestThrottlePartialOverload(t *testing.T) {
 					total += n
 				}
 				rate := float64(total) / (secs - steady)
-				k := retry.DefaultThrottleK
+				k := defaults.ThrottleK
 				c := float64(accepted)
 				want := min(demand, max(math.Sqrt(demand*k*c), 0.1*demand))
 				if rate < c || rate > 2*k*c || math.Abs(rate-want) > 0.1*want {
@@ -222,7 +224,7 @@ func TestThrottleEventsAndOverride(t *testing.T) {
 		th.Override(retry.ThrottleAuto)
 		let := 0
 		for range 1000 {
-			if th.Allow() {
+			if account.Allow(th) {
 				let++
 			}
 		}
@@ -241,7 +243,7 @@ func TestThrottleOverrideZeroValues(t *testing.T) {
 	var o retry.ThrottleOverride
 	th.Override(retry.ThrottleRejectAll)
 	th.Override(o)
-	if th.Overridden() != retry.ThrottleAuto || !th.Allow() {
+	if th.Overridden() != retry.ThrottleAuto || !account.Allow(&th) {
 		t.Fatal("the zero ThrottleOverride did not release")
 	}
 	th.Override(retry.ThrottleOverride(99)) // unknown: treated as ThrottleAuto

@@ -51,7 +51,7 @@ func TestThrottleRejectsWithProbability(t *testing.T) {
 			const n = 100000
 			rejected := 0
 			for range n {
-				if !th.Allow() {
+				if !th.allow() {
 					rejected++
 				}
 			}
@@ -70,7 +70,7 @@ func TestThrottleRejectsWithProbability(t *testing.T) {
 			th.w.a.Store(1e9)
 			th.w.b.Store(5e8) // p = 0
 			for range 10000 {
-				if !th.Allow() {
+				if !th.allow() {
 					t.Fatal("rejected at p = 0")
 				}
 			}
@@ -89,7 +89,7 @@ func TestThrottleCountRejectedConvergesToKTimesCapacity(t *testing.T) {
 		for sec := range 300 {
 			capacity := 10
 			for range 100 {
-				if !th.Allow() {
+				if !th.allow() {
 					continue
 				}
 				if sec >= 120 {
@@ -115,7 +115,7 @@ func TestThrottleWindowForgets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		th, _ := NewThrottle(ThrottleConfig{Window: 10 * time.Second})
 		for range 1000 {
-			th.Record(false)
+			th.count(false)
 		}
 		if p := th.Probability(); p != 0.9 {
 			t.Fatalf("after 1000 rejections p = %v, want the cap, 0.9", p)

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 	"github.com/retrykit/retry/internal/awsfake"
 	"github.com/retrykit/retry/internal/fleetseam"
 	"github.com/retrykit/retry/retryaws"
@@ -288,7 +289,7 @@ func TestThrottledFirstAttemptEarnsNoBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 50 { // a backend that rejects everything: the Throttle rejects most attempts
-			th.Record(false)
+			account.Record(th, false)
 		}
 		b, err := retry.NewBudget(retry.BudgetConfig{Ratio: 1, MinPerSecond: 1000, Window: time.Second})
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/googleapis/gax-go/v2"
 	"github.com/googleapis/gax-go/v2/apierror"
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 	"github.com/retrykit/retry/internal/fleetseam"
 	"github.com/retrykit/retry/retrygax"
 	"github.com/retrykit/retry/retrytest"
@@ -44,7 +45,7 @@ func TestPerCallPolicySupersedesDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 100 {
-		th.Record(true) // a healthy backend so far: no retry is throttled
+		account.Record(th, true) // a healthy backend so far: no retry is throttled
 	}
 	b, err := retry.NewBudget(retry.BudgetConfig{})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 	"github.com/retrykit/retry/retrytest"
 )
 
@@ -76,7 +77,7 @@ func TestContextEndsInLowerLayersWait(t *testing.T) {
 			if d, _ := done.Done(); d.Reason != retry.ReasonContext || !errors.Is(d.Err, context.Canceled) {
 				t.Fatalf("EventDone %+v: want ReasonContext and an error matching context.Canceled", d)
 			}
-			if !b.AllowRetry() {
+			if !account.AllowRetry(b) {
 				t.Fatal("the Budget's one retry was spent on a retry never sent")
 			}
 		})

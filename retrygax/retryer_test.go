@@ -13,6 +13,7 @@ import (
 
 	"github.com/googleapis/gax-go/v2"
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 	"github.com/retrykit/retry/retrygax"
 	"github.com/retrykit/retry/retryhttp"
 	"github.com/retrykit/retry/retrytest"
@@ -353,7 +354,7 @@ func TestThrottleRejectsRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 100_000 {
-		th.Record(false)
+		account.Record(th, false)
 	}
 	var rec retrytest.Recorder
 	p := fast

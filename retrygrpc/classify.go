@@ -249,29 +249,6 @@ func retriedCode(err error) bool {
 	return errors.As(err, &ae) && ae.retried
 }
 
-// recordThrottle tells t the outcome of an attempt that t.Allow let
-// through, by the rule retry.Do applies: a nil err is accepted; an err
-// that wraps retry.ErrThrottled (rejected locally below) is not counted;
-// otherwise t's ThrottleConfig.Accepted decides when set, and the default
-// rule (overload: UNAVAILABLE, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED)
-// when not. err is the attempt's error as retry.Do would see it: wrapped
-// in an *attemptError.
-func recordThrottle(t *retry.Throttle, err error) {
-	if err == nil {
-		t.Record(true)
-		return
-	}
-	if errors.Is(err, retry.ErrThrottled) {
-		return
-	}
-	if accepted := t.Config().Accepted; accepted != nil {
-		t.Record(accepted(err))
-		return
-	}
-	var ae *attemptError
-	t.Record(!(errors.As(err, &ae) && ae.Overloaded()))
-}
-
 // original returns the error an attempt got from grpc, without the
 // interceptor's wrappers.
 func original(err error) error {

@@ -74,7 +74,7 @@ func (s *stream) open(ctx context.Context, a *attempt) error {
 // A stream that commits during the wait before a retry (a SendMsg on
 // another goroutine) ends the loop at that retry, which is not opened: the
 // loop has already withdrawn it from the Budget (a retry granted and not
-// sent still counts, as for Budget.AllowRetry), and it is begun (the
+// sent still counts, as any retry the Budget grants), and it is begun (the
 // Throttle asked, the Observer told) and ended unsent, so that the
 // *retry.Error counts it when an earlier retry was sent.
 func (s *stream) episode(ferr error, probe func(*attempt) error) (*attempt, error) {

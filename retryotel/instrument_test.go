@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 	"github.com/retrykit/retry/retryotel"
 	"github.com/retrykit/retry/retrytest"
 	"go.opentelemetry.io/otel"
@@ -187,7 +188,7 @@ func TestInstrumentThrottled(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 10000 {
-			thr.Record(false) // the backend refused everything: reject with p ≈ 0.9999
+			account.Record(thr, false) // the backend refused everything: reject with p ≈ 0.9999
 		}
 		p := fast(5)
 		p.Throttle = thr

@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 	"github.com/retrykit/retry/retryotel"
 )
 
@@ -56,7 +57,7 @@ func TestObserveThrottle(t *testing.T) {
 		t.Fatalf("healthy: %v, want [0]", got)
 	}
 	for range 100 {
-		th.Record(false)
+		account.Record(th, false)
 	}
 	if got := gauge(t, r, "db"); len(got) != 1 || got[0] != 0.9 {
 		t.Fatalf("after 100 refusals: %v, want [0.9] (the cap)", got)

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 	"github.com/retrykit/retry/internal/faultproxy"
 	"github.com/retrykit/retry/internal/redistest"
 	"github.com/retrykit/retry/retryredis"
@@ -117,7 +118,7 @@ func TestThrottledAfterLostReply(t *testing.T) {
 			}
 			if e.Kind == retry.EventRetry {
 				for range 1 << 20 { // then it rejects with probability 1 - 2^-20
-					th.Record(false)
+					account.Record(th, false)
 				}
 			}
 		})

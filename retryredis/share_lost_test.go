@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 	"github.com/retrykit/retry/internal/faultproxy"
 	"github.com/retrykit/retry/internal/redistest"
 	"github.com/retrykit/retry/retryredis"
@@ -32,7 +33,7 @@ func TestShareLostRepliesNotCountedTwice(t *testing.T) {
 	}
 	defer s.Close()
 	for i := range first {
-		b.RecordAttempt()
+		account.RecordAttempt(b)
 		if i%100 == 99 {
 			time.Sleep(110 * time.Millisecond) // about 100 per sync
 		}

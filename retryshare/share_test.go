@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 	"github.com/retrykit/retry/retryshare"
 )
 
@@ -77,7 +78,7 @@ func TestServerDown(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close = %v", err)
 	}
-	if !b.AllowRetry() {
+	if !account.AllowRetry(b) {
 		t.Error("a local Budget with its floor refused its first retry")
 	}
 }

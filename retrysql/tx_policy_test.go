@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 	"github.com/retrykit/retry/retrysql"
 	"github.com/retrykit/retry/retrytest"
 )
@@ -42,7 +43,7 @@ func TestPolicySeesEveryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range rejected {
-		throttle.Record(false)
+		account.Record(throttle, false)
 	}
 	throttle.Override(retry.ThrottleAllowAll)
 	var rec retrytest.Recorder
@@ -75,7 +76,7 @@ func TestPolicySeesEveryRun(t *testing.T) {
 		t.Fatalf("v = %d, %v; want 1 (the first run rolled back)", v, err)
 	}
 
-	if left := []bool{budget.AllowRetry(), budget.AllowRetry()}; !left[0] || left[1] {
+	if left := []bool{account.AllowRetry(budget), account.AllowRetry(budget)}; !left[0] || left[1] {
 		t.Errorf("Budget: retries allowed after the call %v; want [true false] (2 earned by one first run, 1 spent)", left)
 	}
 	throttle.Override(retry.ThrottleAuto)

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 	"github.com/retrykit/retry/internal/faultproxy"
 	"github.com/retrykit/retry/internal/redistest"
 	"github.com/retrykit/retry/retryvalkey"
@@ -300,7 +301,7 @@ func TestThrottledAfterLostReply(t *testing.T) {
 		}
 		if e.Kind == retry.EventAttempt && e.Attempt == 2 && driven.CompareAndSwap(false, true) {
 			for range 1 << 20 { // from now on it rejects with probability 1 - 2^-20
-				th.Record(false)
+				account.Record(th, false)
 			}
 		}
 	})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 	"github.com/retrykit/retry/internal/rediscmd"
 	"github.com/valkey-io/valkey-go"
 )
@@ -236,16 +237,16 @@ func (r *retryer) unowned(attempts int, err error) time.Duration {
 		return -1
 	}
 	d := p.Delay(attempts-1, 0, nil)
-	if p.Budget != nil && !p.Budget.AllowRetry() {
+	if p.Budget != nil && !account.AllowRetry(p.Budget) {
 		r.observe(retry.Event{Kind: retry.EventBudgetRefused, Attempt: attempts, Err: err})
 		return -1
 	}
 	if p.Throttle != nil {
-		if !p.Throttle.Allow() {
+		if !account.Allow(p.Throttle) {
 			r.observe(retry.Event{Kind: retry.EventThrottled, Attempt: attempts + 1, Err: retry.ErrThrottled})
 			return -1
 		}
-		p.Throttle.Record(accepted(err))
+		account.Record(p.Throttle, accepted(err))
 	}
 	r.observe(retry.Event{Kind: retry.EventRetry, Attempt: attempts, Err: err, Delay: d})
 	r.observe(retry.Event{Kind: retry.EventAttempt, Attempt: attempts + 1})

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/defaults"
 )
 
 // budgetModel is retry.Budget in virtual time: per window (one per process,
@@ -57,13 +58,13 @@ type budgetWindow struct {
 func (b *budgetModel) init(c retry.BudgetConfig, processes int, shared bool) {
 	ratio, floor, win := c.Ratio, c.MinPerSecond, c.Window
 	if ratio == 0 {
-		ratio = retry.DefaultBudgetRatio
+		ratio = defaults.BudgetRatio
 	}
 	if floor == 0 {
-		floor = retry.DefaultBudgetMinPerSecond
+		floor = defaults.BudgetMinPerSecond
 	}
 	if win == 0 {
-		win = retry.DefaultBudgetWindow
+		win = defaults.BudgetWindow
 	}
 	b.on = true
 	b.ratio, b.reserve = max(ratio, 0), max(floor, 0)*win.Seconds()

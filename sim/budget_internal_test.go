@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 )
 
 // The virtual-time budget grants exactly what retry.Budget grants for the
@@ -34,7 +35,7 @@ func TestBudgetModelMatchesRetryBudget(t *testing.T) {
 				time.Sleep(time.Duration(rng.Int64N(int64(300 * time.Millisecond))))
 				now := int64(time.Since(start))
 				for range 1 + rng.IntN(3) {
-					want := real.AllowRetry()
+					want := account.AllowRetry(real)
 					if got := m.allow(0, now); got != want {
 						t.Fatalf("%+v, step %d at %v: model says %v, retry.Budget %v", c, step, time.Duration(now), got, want)
 					}
@@ -45,7 +46,7 @@ func TestBudgetModelMatchesRetryBudget(t *testing.T) {
 					}
 				}
 				for range rng.IntN(8) {
-					real.RecordAttempt()
+					account.RecordAttempt(real)
 					m.first(0, now)
 				}
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/defaults"
 	"github.com/retrykit/retry/internal/quantile"
 )
 
@@ -199,16 +200,16 @@ func (s *HedgeScenario) resolve() (h retry.HedgeConfig, err error) {
 			return h, fmt.Errorf("%w: %w", ErrScenario, err)
 		}
 		if h.MaxCopies == 0 {
-			h.MaxCopies = retry.DefaultHedgeMaxCopies
+			h.MaxCopies = defaults.HedgeMaxCopies
 		}
 		if h.MaxCopies > maxHedgeCopiesModelled {
 			return h, bad("HedgeConfig.MaxCopies %d is above %d", h.MaxCopies, maxHedgeCopiesModelled)
 		}
 		if h.FixedDelay == 0 {
-			h.Quantile = cmp0(h.Quantile, retry.DefaultHedgeQuantile)
-			h.MinDelay = cmp0(h.MinDelay, retry.DefaultHedgeMinDelay)
-			h.WarmUp = cmp0(h.WarmUp, retry.DefaultHedgeWarmUp)
-			h.Samples = cmp0(h.Samples, retry.DefaultHedgeSamples)
+			h.Quantile = cmp0(h.Quantile, defaults.HedgeQuantile)
+			h.MinDelay = cmp0(h.MinDelay, defaults.HedgeMinDelay)
+			h.WarmUp = cmp0(h.WarmUp, defaults.HedgeWarmUp)
+			h.Samples = cmp0(h.Samples, defaults.HedgeSamples)
 		}
 	} else {
 		h.MaxCopies = 1

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 	"github.com/retrykit/retry/sim"
 )
 
@@ -287,7 +288,7 @@ func TestOpenAWSStandard(t *testing.T) {
 	// age out, and keeps Bronson's toy stuck.
 	s := sim.Bronson()
 	s.Policy = retry.AWSStandardPolicy()
-	c := retry.AWSBudget().Config()
+	c := account.BudgetConfig(retry.AWSBudget())
 	s.Budget = &c
 	if r := runOpen(t, s); r.Recovered {
 		t.Errorf("bronson with the windowed approximation: recovered after %v", r.RecoveryTime)

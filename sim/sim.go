@@ -123,9 +123,8 @@ type Scenario struct {
 	//	Ratio × first attempts + MinPerSecond × Window − retries ≥ 1
 	// over the window, counted in 10 slots of Window/10; a client refused a
 	// retry gives up, as retry.Do does with ReasonBudget. Zero fields mean
-	// retry's defaults (DefaultBudgetRatio, DefaultBudgetMinPerSecond,
-	// DefaultBudgetWindow); invalid ones are rejected as retry.NewBudget
-	// rejects them. Each process has a budget of its own unless
+	// retry's defaults (0.1, 1 per second, 10 s);
+	// invalid ones are rejected as retry.NewBudget rejects them. Each process has a budget of its own unless
 	// SharedBudget is set. Nil means no budget.
 	Budget *retry.BudgetConfig
 

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/defaults"
 )
 
 // throttleModel is retry.Throttle in virtual time: per window (one per
@@ -22,14 +23,14 @@ type throttleModel struct {
 func (t *throttleModel) init(c retry.ThrottleConfig, processes int, shared bool) {
 	k, win := c.K, c.Window
 	if k == 0 {
-		k = retry.DefaultThrottleK
+		k = defaults.ThrottleK
 	}
 	if win == 0 {
-		win = retry.DefaultThrottleWindow
+		win = defaults.ThrottleWindow
 	}
 	maxP := c.MaxProbability
 	if maxP == 0 {
-		maxP = retry.DefaultThrottleMaxProbability
+		maxP = defaults.ThrottleMaxProbability
 	}
 	t.on, t.k, t.maxP, t.countRej = true, k, maxP, c.CountRejected
 	t.windows.init(win, processes, shared)

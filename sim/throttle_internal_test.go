@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
+	"github.com/retrykit/retry/internal/defaults"
 	"github.com/retrykit/retry/internal/fleetseam"
 )
 
@@ -39,7 +41,7 @@ func TestThrottleModelMatchesRetryThrottle(t *testing.T) {
 			m.init(c, 1, false)
 			win := c.Window
 			if win == 0 {
-				win = retry.DefaultThrottleWindow
+				win = defaults.ThrottleWindow
 			}
 			rng := rand.New(rand.NewPCG(3, 4))
 			var prev int64
@@ -53,7 +55,7 @@ func TestThrottleModelMatchesRetryThrottle(t *testing.T) {
 				now := int64(time.Since(start))
 				when := prev
 				for i := range 64 {
-					real.Record(i < accepted)
+					account.Record(real, i < accepted)
 					m.record(0, when, i < accepted)
 					if r, _ := fleetseam.ThrottleOf[*retry.Throttle]().LocalCounts(real); r%64 == 0 {
 						// retry.Throttle read the clock after this outcome
@@ -66,7 +68,7 @@ func TestThrottleModelMatchesRetryThrottle(t *testing.T) {
 					t.Fatalf("%+v, step %d at %v: model %v, retry.Throttle %v", c, step, time.Duration(now), got, want)
 				}
 				if want > 0 {
-					rejectOnce(t, func() bool { return real.Allow() })
+					rejectOnce(t, func() bool { return account.Allow(real) })
 					rejectOnce(t, func() bool { return m.allow(0, now, rng) })
 				}
 				prev = now

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/defaults"
 	"github.com/retrykit/retry/sim"
 	"github.com/spf13/cobra"
 )
@@ -109,9 +110,9 @@ in flight (96 bytes per call), and a run that ends too soon after its trigger re
 	f.StringVar(&o.csv, "csv", "", "write the requests-per-slot series to this CSV file")
 	f.IntVar(&o.processes, "processes", 1, "split the clients into this many processes (client i in process i mod P)")
 	f.StringVar(&o.budget, "budget", "none", "retry budget: none, local (one per process) or shared (one for the fleet)")
-	f.Float64Var(&o.budgetRatio, "budget-ratio", retry.DefaultBudgetRatio, "retries the budget grants per first attempt (negative: none)")
-	f.Float64Var(&o.budgetFloor, "budget-min-per-second", retry.DefaultBudgetMinPerSecond, "retries per second the budget grants whatever the traffic (negative: none)")
-	f.DurationVar(&o.budgetWindow, "budget-window", retry.DefaultBudgetWindow, "how long the budget remembers first attempts and retries")
+	f.Float64Var(&o.budgetRatio, "budget-ratio", defaults.BudgetRatio, "retries the budget grants per first attempt (negative: none)")
+	f.Float64Var(&o.budgetFloor, "budget-min-per-second", defaults.BudgetMinPerSecond, "retries per second the budget grants whatever the traffic (negative: none)")
+	f.DurationVar(&o.budgetWindow, "budget-window", defaults.BudgetWindow, "how long the budget remembers first attempts and retries")
 	f.StringVar(&o.maxMemory, "max-memory", "", "refuse a run needing more memory than this, as 512MiB, 4GiB or none (default 4GiB, or the memory available if less)")
 	o.policy = addPolicyFlags(cmd, "attempt-timeout", "quiet", "verbose", "log-format") // no attempt takes time, nothing is logged
 	oo = addOpenFlags(cmd)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/defaults"
 	"github.com/retrykit/retry/sim"
 	"github.com/spf13/cobra"
 	"gonum.org/v1/plot"
@@ -71,13 +72,13 @@ requests (.png or .svg), one line per rule through its quantiles.`,
 	f.Float64Var(&o.slowFactor, "slow-factor", sim.DefaultSlowFactor, "how much slower every copy is in a slow period")
 	f.StringVar(&o.quantiles, "quantiles", "0.5,0.9,0.95,0.99,0.999", "comma-separated quantiles in (0, 1) for the hedge delays")
 	f.IntVar(&o.copies, "copies", 2, "copies of a request in flight at most, the first included")
-	f.IntVar(&o.warmUp, "warm-up", retry.DefaultHedgeWarmUp, "latencies an adaptive delay learns before its first hedge")
-	f.IntVar(&o.samples, "samples", retry.DefaultHedgeSamples, "latencies an adaptive delay keeps")
-	f.DurationVar(&o.minDelay, "min-delay", retry.DefaultHedgeMinDelay, "floor of an adaptive delay")
+	f.IntVar(&o.warmUp, "warm-up", defaults.HedgeWarmUp, "latencies an adaptive delay learns before its first hedge")
+	f.IntVar(&o.samples, "samples", defaults.HedgeSamples, "latencies an adaptive delay keeps")
+	f.DurationVar(&o.minDelay, "min-delay", defaults.HedgeMinDelay, "floor of an adaptive delay")
 	f.StringVar(&o.budget, "budget", "shared", "retry budget for the hedges: none, or shared (one Budget that every request's hedges draw on, as one client's would)")
-	f.Float64Var(&o.budgetRatio, "budget-ratio", retry.DefaultBudgetRatio, "hedges the budget grants per first attempt (negative: none)")
-	f.Float64Var(&o.budgetFloor, "budget-min-per-second", retry.DefaultBudgetMinPerSecond, "hedges per second the budget grants whatever the traffic (negative: none)")
-	f.DurationVar(&o.budgetWindow, "budget-window", retry.DefaultBudgetWindow, "how long the budget remembers")
+	f.Float64Var(&o.budgetRatio, "budget-ratio", defaults.BudgetRatio, "hedges the budget grants per first attempt (negative: none)")
+	f.Float64Var(&o.budgetFloor, "budget-min-per-second", defaults.BudgetMinPerSecond, "hedges per second the budget grants whatever the traffic (negative: none)")
+	f.DurationVar(&o.budgetWindow, "budget-window", defaults.BudgetWindow, "how long the budget remembers")
 	f.Uint64Var(&o.seed, "seed", 1, "random seed; the same seed gives the same result")
 	f.StringVar(&o.format, "format", "table", "table or json")
 	f.StringVar(&o.out, "out", "", "also draw p99.9 and p99 against extra requests to this .png or .svg file")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/defaults"
 	"github.com/retrykit/retry/sim"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -58,7 +59,7 @@ func addOpenFlags(cmd *cobra.Command) *openOptions {
 	f.Float64Var(&o.spikeFactor, "spike-factor", 0, "model open: arrival rate multiplier during the spike")
 	f.DurationVar(&o.duration, "duration", 0, "model open: virtual time simulated")
 	f.Float64Var(&o.throttleK, "throttle", 0, "model open: adaptive client-side throttling (retry.Throttle) with this K, at least 1 (0: none)")
-	f.DurationVar(&o.throttleWindow, "throttle-window", retry.DefaultThrottleWindow, "model open: how long the throttle remembers requests and accepts")
+	f.DurationVar(&o.throttleWindow, "throttle-window", defaults.ThrottleWindow, "model open: how long the throttle remembers requests and accepts")
 	f.BoolVar(&o.throttleShared, "throttle-shared", false, "model open: one throttle for the whole fleet of --processes instead of one per process")
 	f.StringVar(&o.maxWork, "max-work", "", "model open: refuse a run estimated to simulate more attempts than this, as 5e9, or none (default 1e9); a --sweep's cells together at most 10 times this")
 	f.StringVar(&o.sweep, "sweep", "", "model open: a phase diagram over two parameters, as trigger-capacity=0.3:0.7:0.05,trigger-for=2s:20s:2s (axes: trigger-capacity, trigger-for, rate)")
@@ -296,7 +297,7 @@ func (oo *openOptions) strategy(name string, base sim.OpenScenario, o *simOption
 	case "throttle":
 		k := oo.throttleK
 		if k == 0 {
-			k = retry.DefaultThrottleK
+			k = defaults.ThrottleK
 		}
 		throttle(k)
 	case "drop-expired":

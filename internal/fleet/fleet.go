@@ -219,7 +219,7 @@ func StartBudget(cfg Config, s Store, b *retry.Budget) (*Engine, error) {
 	if err := cfg.resolve(); err != nil {
 		return nil, err
 	}
-	return start(cfg, s, budgetCounter{b}, "budget", b.Config().Window, b)
+	return start(cfg, s, budgetCounter{b}, "budget", budgetWindow(b), b)
 }
 
 // StartThrottle starts syncing t under cfg.Prefix. The Throttle stays
@@ -231,7 +231,13 @@ func StartThrottle(cfg Config, s Store, t *retry.Throttle) (*Engine, error) {
 	if err := cfg.resolve(); err != nil {
 		return nil, err
 	}
-	return start(cfg, s, throttleCounter{t}, "throttle", t.Config().Window, t)
+	return start(cfg, s, throttleCounter{t}, "throttle", throttleSeam.Window(t), t)
+}
+
+// budgetWindow is b's Window, the default resolved.
+func budgetWindow(b *retry.Budget) time.Duration {
+	_, _, w := budgetSeam.Settings(b)
+	return w
 }
 
 func start(cfg Config, s Store, c counter, kind string, window time.Duration, obj any) (*Engine, error) {
@@ -266,10 +272,10 @@ func newEngine(cfg Config, s Store, c counter, kind string, window time.Duration
 	e.lastOK = time.Now()
 	e.mark = keyBase(cfg.Prefix, kind, window) + "p:" + e.token
 	if b, ok := obj.(*retry.Budget); ok {
-		bc := b.Config()
+		ratio, floor, win := budgetSeam.Settings(b)
 		e.budget = b
-		e.reserve = max(bc.MinPerSecond, 0) * bc.Window.Seconds()
-		e.ratio = max(bc.Ratio, 0)
+		e.reserve = max(floor, 0) * win.Seconds()
+		e.ratio = max(ratio, 0)
 		base := keyBase(cfg.Prefix, kind, window)
 		e.leaseKeys = [2]string{base + "lease", base + "lease:exp"}
 		// At most a day: a process that syncs less often refuses what

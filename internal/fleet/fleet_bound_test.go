@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 )
 
 // fleetRun is one run of a simulated fleet: procs processes, each with
@@ -302,7 +303,7 @@ func TestStalledProcessWithinBound(t *testing.T) {
 					e.syncOnce()
 					for range 5 {
 						time.Sleep(10 * time.Millisecond)
-						if b.AllowRetry() {
+						if account.AllowRetry(b) {
 							granted[i]++
 						}
 					}

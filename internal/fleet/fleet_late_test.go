@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 	"github.com/retrykit/retry/internal/redistest"
 )
 
@@ -97,12 +98,12 @@ func TestLateSyncKeepsNewerHold(t *testing.T) {
 				go func() { ex.syncOnce(); close(done) }() // given up on at its timeout
 				synctest.Wait()                            // its arguments are read: it waits
 				for range 5 {
-					if x.AllowRetry() { // no lease yet: refused, asked
+					if account.AllowRetry(x) { // no lease yet: refused, asked
 						t.Fatal("a retry granted with no headroom")
 					}
 				}
 				for range 100 {
-					y1.RecordAttempt()
+					account.RecordAttempt(y1)
 				}
 				// Headroom 10: 2 each, the fair share of 4 (y1 syncs twice:
 				// its first push holds 0.1 × its new first attempts until

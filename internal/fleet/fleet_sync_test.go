@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 	"github.com/retrykit/retry/internal/redistest"
 )
 
@@ -130,8 +131,8 @@ func TestIntervalLongerThanSlotPushesCounts(t *testing.T) {
 		defer et.Close()
 		var sent int64
 		for end := time.Now().Add(900 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-			b.RecordAttempt()
-			th.Record(true)
+			account.RecordAttempt(b)
+			account.Record(th, true)
 			sent++
 		}
 		time.Sleep(650 * time.Millisecond) // three more syncs, one of them failing
@@ -162,7 +163,7 @@ func TestLostReplyNotCountedTwice(t *testing.T) {
 		}
 		defer e.Close()
 		for range 100 {
-			b.RecordAttempt()
+			account.RecordAttempt(b)
 		}
 		time.Sleep(650 * time.Millisecond)
 		a := fieldSum(t, srv, "lost", "budget", "a")
@@ -202,9 +203,9 @@ func foreignCountLike(t *testing.T, v string) {
 		defer e.Close()
 		for range 5 {
 			for range 10 {
-				b.RecordAttempt()
+				account.RecordAttempt(b)
 			}
-			b.AllowRetry()
+			account.AllowRetry(b)
 			time.Sleep(110 * time.Millisecond)
 		}
 		syncs, failures, _ := e.Stats()
@@ -229,7 +230,7 @@ func TestHistoryNotPushed(t *testing.T) {
 		x, _ := retry.NewBudget(cfg)
 		y, _ := retry.NewBudget(cfg)
 		for range 10000 {
-			x.RecordAttempt()
+			account.RecordAttempt(x)
 		}
 		time.Sleep(350 * time.Millisecond) // x's first attempts leave its window
 		ey, err := StartBudget(Config{Name: "y", Prefix: "hist", Logger: quiet}, srvStore{srv: srv}, y)
@@ -247,7 +248,7 @@ func TestHistoryNotPushed(t *testing.T) {
 		}
 		// Nobody made a first attempt in the window: with no floor, a retry
 		// is refused, as one ideal shared Budget would.
-		if a := fieldSum(t, srv, "hist", "budget", "a"); a != 0 || y.AllowRetry() {
+		if a := fieldSum(t, srv, "hist", "budget", "a"); a != 0 || account.AllowRetry(y) {
 			t.Errorf("the store holds %d first attempts made before sharing; y granted a retry: %v", a, a != 0)
 		}
 	})
@@ -270,7 +271,7 @@ func TestStoreDownAtStartNotPushedLate(t *testing.T) {
 		}
 		defer ex.Close()
 		for range 10000 {
-			x.RecordAttempt()
+			account.RecordAttempt(x)
 		}
 		time.Sleep(500 * time.Millisecond) // longer than an interval plus max(slot, interval), and than the window
 		ey, err := StartBudget(Config{Name: "y", Prefix: "down", Logger: quiet}, srvStore{srv: srv}, y)
@@ -282,7 +283,7 @@ func TestStoreDownAtStartNotPushedLate(t *testing.T) {
 		if !waitForSyncs(ex, 2) || !waitForSyncs(ey, 2) {
 			t.Fatal("no syncs")
 		}
-		if a := fieldSum(t, srv, "down", "budget", "a"); a != 0 || y.AllowRetry() {
+		if a := fieldSum(t, srv, "down", "budget", "a"); a != 0 || account.AllowRetry(y) {
 			t.Errorf("the store holds %d first attempts made while it was down, long gone; y granted a retry: %v", a, a != 0)
 		}
 	})
@@ -296,7 +297,7 @@ func TestReshareContinues(t *testing.T) {
 		b, _ := retry.NewBudget(retry.BudgetConfig{Window: 10 * time.Second})
 		record := func(n int) {
 			for range n {
-				b.RecordAttempt()
+				account.RecordAttempt(b)
 			}
 		}
 		cfg := Config{Name: "x", Prefix: "reshare", Logger: quiet}
@@ -361,7 +362,7 @@ func TestHugeReserveLease(t *testing.T) {
 			t.Fatal("no syncs")
 		}
 		n := 0
-		for n < 1000 && b.AllowRetry() {
+		for n < 1000 && account.AllowRetry(b) {
 			n++
 		}
 		mu.Lock()
@@ -393,7 +394,7 @@ func TestFirstSyncPendingThenLocalOrLeased(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer e.Close()
-		if b.AllowRetry() {
+		if account.AllowRetry(b) {
 			t.Error("a retry granted before the first sync answered")
 		}
 		close(m.gate)
@@ -402,7 +403,7 @@ func TestFirstSyncPendingThenLocalOrLeased(t *testing.T) {
 			t.Fatalf("failures %d, shared %v: want the first sync failed", f, e.Shared())
 		}
 		n := 0
-		for b.AllowRetry() {
+		for account.AllowRetry(b) {
 			n++
 		}
 		if n != 10 {
@@ -442,8 +443,8 @@ func TestFirstSyncPendingLongInterval(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer e.Close()
-		b.RecordAttempt()
-		if !b.AllowRetry() {
+		account.RecordAttempt(b)
+		if !account.AllowRetry(b) {
 			t.Error("before the first sync answered, the retry one first attempt earns (Ratio 1) was refused")
 		}
 	})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 	"github.com/retrykit/retry/internal/redistest"
 )
 
@@ -132,8 +133,8 @@ func TestMemStoreMatchesScript(t *testing.T) {
 				se.syncOnce()
 			}
 			if step%40 < 5 {
-				sb.RecordAttempt()
-				sb.AllowRetry()
+				account.RecordAttempt(sb)
+				account.AllowRetry(sb)
 			}
 			for i, b := range bs {
 				if i == 1 && step >= 100 {
@@ -141,16 +142,16 @@ func TestMemStoreMatchesScript(t *testing.T) {
 				}
 				if i >= 3 && i < 6 {
 					if step%50 == 0 {
-						b.RecordAttempt()
+						account.RecordAttempt(b)
 					}
 					continue
 				}
 				if step%(i+1) == 0 {
-					b.RecordAttempt()
-					th.Record(step%3 == 0)
+					account.RecordAttempt(b)
+					account.Record(th, step%3 == 0)
 				}
 				if step%(2*i+3) == 0 {
-					b.AllowRetry()
+					account.AllowRetry(b)
 				}
 			}
 			switch step {

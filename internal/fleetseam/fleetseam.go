@@ -1,7 +1,9 @@
-// Package fleetseam is the core's sharing seam, kept out of package retry's
-// exported surface: what a sync engine (internal/fleet, behind retryshare)
-// needs to make retry.Budgets and retry.Throttles in many processes decide
-// as one. Package retry registers its accessors here when it is
+// Package fleetseam is the core's seam for its own packages, kept out of
+// package retry's exported surface: what a sync engine (internal/fleet,
+// behind retryshare) needs to make retry.Budgets and retry.Throttles in
+// many processes decide as one, and the accounting that the library's
+// tests and simulator drive without a retry loop. Everything else goes
+// through retry.Loop, the one exported seam. Package retry registers its accessors here when it is
 // initialised, so any package that imports retry finds them; the core
 // never talks to a store.
 //
@@ -65,6 +67,17 @@ type Budget[B any] struct {
 	// refused) while shared: a cumulative counter by which an engine sizes
 	// the lease it asks the fleet for.
 	FleetAsked func(b B) int64
+
+	// Settings returns b's Ratio, MinPerSecond and Window with every
+	// default resolved; a Ratio or MinPerSecond that was negative (none)
+	// is reported as -1.
+	Settings func(b B) (ratio, minPerSecond float64, window time.Duration)
+
+	// RecordAttempt counts a first attempt that is being sent, and
+	// AllowRetry withdraws one retry if it fits, as a retry.Loop does:
+	// for the tests and the simulator, which drive a Budget without one.
+	RecordAttempt func(b B)
+	AllowRetry    func(b B) bool
 }
 
 // Throttle holds what a sync engine does with a Throttle (T is
@@ -84,6 +97,15 @@ type Throttle[T any] struct {
 
 	// ClearFleet makes t a local throttle again (its own counts only).
 	ClearFleet func(t T)
+
+	// Window returns t's window with the default resolved.
+	Window func(t T) time.Duration
+
+	// Allow asks whether an attempt may be sent, and Record counts the
+	// outcome of one it let through, as a retry.Loop does: for the tests
+	// and the simulator, which drive a Throttle without one.
+	Allow  func(t T) bool
+	Record func(t T, accepted bool)
 }
 
 var budget, throttle any // set once, by package retry's initialisation

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/defaults"
 	"github.com/retrykit/retry/internal/redistest"
 )
 
@@ -38,7 +39,7 @@ var (
 
 func init() {
 	if os.Getenv("RETRYKIT_FLEET_DEFAULTS") == "1" {
-		fleetRun, fleetWindow, fleetFloor = 10*time.Second, retry.DefaultBudgetWindow, retry.DefaultBudgetMinPerSecond
+		fleetRun, fleetWindow, fleetFloor = 10*time.Second, defaults.BudgetWindow, defaults.BudgetMinPerSecond
 	}
 }
 

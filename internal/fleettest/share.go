@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 	"github.com/retrykit/retry/internal/fleetseam"
 	"github.com/retrykit/retry/internal/redistest"
 )
@@ -54,7 +55,7 @@ func WaitFor(d time.Duration, cond func() bool) bool {
 // Grant takes up to max retries from b and returns how many it got.
 func Grant(b *retry.Budget, max int) int {
 	n := 0
-	for n < max && b.AllowRetry() {
+	for n < max && account.AllowRetry(b) {
 		n++
 	}
 	return n

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 	"github.com/retrykit/retry/internal/redistest"
 )
 
@@ -72,9 +73,9 @@ func ShareThrottleRecovers(t *testing.T, dial Dialer) {
 				continue
 			}
 			offered[i][b]++
-			if th.Allow() {
+			if account.Allow(th) {
 				sent[i][b]++
-				th.Record(up.Load())
+				account.Record(th, up.Load())
 			}
 		}
 	}

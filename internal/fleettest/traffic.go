@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/account"
 	"github.com/retrykit/retry/internal/redistest"
 )
 
@@ -53,8 +54,8 @@ func ShareSyncTraffic(t *testing.T, dial Dialer) {
 			case <-stop:
 				return
 			case <-time.After(10 * time.Millisecond):
-				b.RecordAttempt()
-				b.AllowRetry()
+				account.RecordAttempt(b)
+				account.AllowRetry(b)
 			}
 		}
 	}()
