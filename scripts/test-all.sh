@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test-all.sh: the whole test suite of every module, as CI runs it.
-#   gofmt check, go vet, all tests with -race, each fuzz target for a fixed
+#   gofmt check, go vet (also for darwin and windows), all tests with -race, each fuzz target for a fixed
 #   number of executions (scripts/fuzz.sh), and the nginx end-to-end test
 #   (needs nginx; installed here when missing and we are root on a Debian-like
 #   machine, as are redis-server and postgresql).
@@ -54,6 +54,9 @@ if [ -n "$unformatted" ]; then echo "not gofmt'ed:"; echo "$unformatted"; exit 1
 
 step "go vet"
 for m in "${mods[@]}"; do (cd "$m" && go vet ./...); done
+
+step "go vet for darwin and windows (platform-specific files build)"
+for m in "${mods[@]}"; do (cd "$m" && GOOS=darwin go vet ./... && GOOS=windows go vet ./...); done
 
 step "go test -race (all modules)"
 for m in "${mods[@]}"; do
