@@ -316,8 +316,9 @@ func (c *call) decide(ctx context.Context, err error) error {
 		err = retry.Permanent(err)
 		c.fixedBody = true
 	case v.hasHint && c.r.c.serverDelayCap() >= 0:
-		if v.hint > c.r.c.serverDelayCap() {
-			// A server that asks for more than the cap gets its error at once.
+		if serverwait.Beyond(v.hint, c.r.c.serverDelayCap()) {
+			// A server that asks for more than the cap (or more than a
+			// Duration holds) gets its error at once.
 			err = retry.Permanent(err)
 		} else {
 			err = retry.ServerWait(err, serverwait.Jitter(v.hint))

@@ -119,7 +119,7 @@ func (c *config) classify(ctx context.Context, p *retry.Policy, err error, trail
 		return retry.Permanent(e)
 	case !hint || c.maxServerDelay < 0:
 		return e
-	case d > c.maxServerDelay || d == maxDuration:
+	case serverwait.Beyond(d, c.maxServerDelay):
 		// More than we honour, or more than a Duration holds (the parsers
 		// saturate), which is beyond any cap: give the error back now,
 		// telling enclosing layers, which may not see the trailer, not to
