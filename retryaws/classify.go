@@ -107,6 +107,9 @@ func retryAfter(err error) (time.Duration, bool) {
 		return 0, false
 	}
 	ms, perr := strconv.ParseInt(h, 10, 64)
+	if errors.Is(perr, strconv.ErrRange) && ms > 0 {
+		return 1<<63 - 1, true // more digits than an int64 holds: saturated
+	}
 	if perr != nil || ms < 0 {
 		return 0, false
 	}

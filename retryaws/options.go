@@ -47,14 +47,14 @@ func WithClass(service string, c Class, operations ...string) Option {
 // returned at once. Zero means DefaultMaxServerWait (5 min); negative
 // means the header is ignored.
 func WithMaxServerWait(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.maxServerDelay = d })
+	return optionFunc(func(c *config) { c.maxServerWait = d })
 }
 
 type opKey struct{ service, operation string }
 
 type config struct {
 	classes        map[opKey]Class
-	maxServerDelay time.Duration
+	maxServerWait time.Duration
 	err            error // of an option given a bad value
 }
 
@@ -68,12 +68,12 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-// serverDelayCap is WithMaxServerWait's value, its default resolved.
-func (c *config) serverDelayCap() time.Duration {
-	if c.maxServerDelay == 0 {
+// serverWaitCap is WithMaxServerWait's value, its default resolved.
+func (c *config) serverWaitCap() time.Duration {
+	if c.maxServerWait == 0 {
 		return DefaultMaxServerWait
 	}
-	return c.maxServerDelay
+	return c.maxServerWait
 }
 
 // class returns the class of an operation: an option's, else Safety's.

@@ -315,9 +315,10 @@ func (c *call) decide(ctx context.Context, err error) error {
 		// the retry before sending it.
 		err = retry.Permanent(err)
 		c.fixedBody = true
-	case v.hasHint && c.r.c.serverDelayCap() >= 0:
-		if v.hint > c.r.c.serverDelayCap() {
-			// A server that asks for more than the cap gets its error at once.
+	case v.hasHint && c.r.c.serverWaitCap() >= 0:
+		if serverwait.Beyond(v.hint, c.r.c.serverWaitCap()) {
+			// A server that asks for more than the cap (or more than a
+			// Duration holds) gets its error at once.
 			err = retry.Permanent(err)
 		} else {
 			err = retry.ServerWait(err, serverwait.Jitter(v.hint))

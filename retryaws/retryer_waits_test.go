@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,6 +128,30 @@ func TestRetryAfterHeader(t *testing.T) {
 			})
 		})
 	}
+}
+
+// An x-amz-retry-after too large for a time.Duration (in milliseconds, or
+// in digits) counts as more than any cap, the longest one included, as in
+// retrygrpc and retrygax: the call ends at once instead of waiting 292
+// years.
+func TestRetryAfterSaturatedBeyondAnyCap(t *testing.T) {
+	for _, header := range []string{"9223372036855", "99999999999999999999"} {
+		t.Run(header, func(t *testing.T) { retryAfterBeyondAnyCap(t, header) })
+	}
+}
+
+func retryAfterBeyondAnyCap(t *testing.T, header string) {
+	synctest.Test(t, func(t *testing.T) {
+		f := awsfake.New()
+		f.Script = failFirst("GetItem", 1, awsfake.Answer{Status: 400, Code: "ThrottlingException", Header: map[string]string{"X-Amz-Retry-After": header}})
+		p := retry.Policy{Initial: 100 * time.Millisecond, MaxAttempts: 3}
+		s, d := clients("http://fake.invalid", newRetryer(t, p, retryaws.WithMaxServerWait(math.MaxInt64)), awsfake.Client{F: f})
+		start := time.Now()
+		err := opGetItem.call(context.Background(), s, d)
+		if err == nil || f.Requests("GetItem") != 1 || time.Since(start) != 0 {
+			t.Fatalf("err %v after %d requests in %v, want the throttling error at once", err, f.Requests("GetItem"), time.Since(start))
+		}
+	})
 }
 
 // No wait starts that would end at or after the context's deadline, and a

@@ -74,7 +74,7 @@ func sendTooLarge(st *status.Status) bool {
 }
 
 // classify turns the error of an attempt into what the retry loop should
-// see: a retryable error (perhaps with a server delay through retry.ServerWait)
+// see: a retryable error (perhaps with a server wait through retry.ServerWait)
 // or a retry.Permanent one. ctx is the caller's context; headers reports
 // that the attempt received response headers, which commit the call (gRFC
 // A6: only an attempt that got none, a trailers-only response or no
@@ -112,14 +112,14 @@ func (c *config) classify(ctx context.Context, p *retry.Policy, err error, trail
 		e.refused = true
 		return retry.Permanent(e)
 	}
-	d, hint, stop := serverDelay(st, trailer)
+	d, hint, stop := serverWaitOf(st, trailer)
 	switch {
 	case stop:
 		e.refused = true
 		return retry.Permanent(e)
-	case !hint || c.maxServerDelay < 0:
+	case !hint || c.maxServerWait < 0:
 		return e
-	case d > c.maxServerDelay || d == maxDuration:
+	case serverwait.Beyond(d, c.maxServerWait):
 		// More than we honour, or more than a Duration holds (the parsers
 		// saturate), which is beyond any cap: give the error back now,
 		// telling enclosing layers, which may not see the trailer, not to
@@ -134,12 +134,12 @@ func (c *config) classify(ctx context.Context, p *retry.Policy, err error, trail
 // ParsePushback and RetryInfo's AsDuration saturate.
 const maxDuration = time.Duration(1<<63 - 1)
 
-// serverDelay reads the server's wait from the pushback trailer and the
+// serverWaitOf reads the server's wait from the pushback trailer and the
 // RetryInfo detail of st, the attempt's status, taking the larger when both
 // are there. stop reports a negative or malformed pushback, or a trailer
 // with more than one pushback value, after which grpc-go's own retry does
 // not retry either.
-func serverDelay(st *status.Status, trailer metadata.MD) (d time.Duration, hint, stop bool) {
+func serverWaitOf(st *status.Status, trailer metadata.MD) (d time.Duration, hint, stop bool) {
 	if v := trailer.Get(TrailerPushback); len(v) > 0 {
 		if len(v) > 1 {
 			return 0, false, true

@@ -61,7 +61,7 @@ func FuzzServerHints(f *testing.F) {
 			return // a hint over the cap
 		}
 		d, _ := retry.ServerWaitOf(err)
-		if d < 0 || d > c.maxServerDelay+time.Second {
+		if d < 0 || d > c.maxServerWait+time.Second {
 			t.Fatalf("pushback %q (%v), RetryInfo %v %d s %d ns: wait %v", pushback, hasPushback, hasInfo, sec, nanos, d)
 		}
 		if hasPushback && d < pd {

@@ -24,7 +24,9 @@ import (
 // the defaults, adaptively; share one per backend. A nil h is refused: the
 // constructor given it (UnaryClientInterceptor, StreamClientInterceptor or
 // DialOptions) returns an error saying so (leave the option out for no
-// hedging). Calling it again replaces h and adds names.
+// hedging), and so does one given a name that WithMethods leaves out (a
+// method called once cannot be hedged). Calling it again replaces h and
+// adds names.
 //
 // The codes of WithCodes (by default UNAVAILABLE and RESOURCE_EXHAUSTED)
 // are A6's nonFatalStatusCodes: a copy failing with one sends the next
@@ -51,7 +53,9 @@ import (
 // copy whose outcome the call returns, the winner's); a reply that is not
 // a proto.Message (a custom codec) makes the call go unhedged. Streams are
 // not hedged: a stream's messages are not independent requests that can be
-// sent twice; StreamClientInterceptor ignores this option. The caller's
+// sent twice, so the option hedges nothing in StreamClientInterceptor
+// (which accepts it, so that one list of options serves both
+// interceptors). The caller's
 // other call options apply to every copy: a grpc.OnFinish callback, for
 // one, runs once per copy, possibly for several at once.
 func WithHedging(h *retry.Hedger, fullMethods ...string) Option {

@@ -2,6 +2,8 @@ package retrygrpc
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/retrykit/retry"
@@ -90,11 +92,11 @@ func WithMethods(fullMethods ...string) Option {
 // asks for more than a time.Duration holds (ParsePushback saturates), even
 // with d = math.MaxInt64: as a *retry.Error, so that enclosing retry layers,
 // which may not see the trailer, do not retry sooner either. Zero means DefaultMaxServerWait (5 min);
-// negative means server delays are ignored and the policy's own waits are
+// negative means server waits are ignored and the policy's own waits are
 // used (a negative or malformed pushback, which means "do not retry", is
 // still obeyed).
 func WithMaxServerWait(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.maxServerDelay = d })
+	return optionFunc(func(c *config) { c.maxServerWait = d })
 }
 
 // WithMaxBuffer sets how many bytes of request messages a stream keeps for
@@ -110,7 +112,7 @@ type config struct {
 	codes          uint32 // bit 1<<code per retried code
 	codesSet       bool
 	methods        map[string]struct{} // nil: every method
-	maxServerDelay time.Duration
+	maxServerWait time.Duration
 	maxBuffer      int
 	hedging        bool                // WithHedging was given
 	hedger         *retry.Hedger       // WithHedging's (nil is refused by the constructors)
@@ -123,7 +125,8 @@ const defaultCodes = 1<<codes.Unavailable | 1<<codes.ResourceExhausted
 // constructor returns it: an invalid p (the error of p.Validate, which
 // names the field), a p with an AttemptTimeout when streams is set (a
 // stream's length is the application's, which no timeout per attempt can
-// know), and an invalid option (WithHedging with a nil Hedger).
+// know), and an invalid option (WithHedging with a nil Hedger, or naming
+// a method that WithMethods leaves out).
 func build(who string, p retry.Policy, streams bool, opts []Option) (*config, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("retrygrpc: %s: %w", who, err)
@@ -134,6 +137,13 @@ func build(who string, p retry.Policy, streams bool, opts []Option) (*config, er
 	c := newConfig(opts)
 	if c.hedging && c.hedger == nil {
 		return nil, errNilHedger
+	}
+	if c.methods != nil {
+		for _, m := range slices.Sorted(maps.Keys(c.hedged)) {
+			if !c.retriesMethod(m) {
+				return nil, fmt.Errorf("retrygrpc: %s: WithHedging names %s, which WithMethods leaves out: such a method is called once, so it cannot be hedged; name it in WithMethods too", who, m)
+			}
+		}
 	}
 	return c, nil
 }
@@ -149,8 +159,8 @@ func newConfig(opts []Option) *config {
 	if !c.codesSet {
 		c.codes = defaultCodes
 	}
-	if c.maxServerDelay == 0 {
-		c.maxServerDelay = DefaultMaxServerWait
+	if c.maxServerWait == 0 {
+		c.maxServerWait = DefaultMaxServerWait
 	}
 	if c.maxBuffer == 0 {
 		c.maxBuffer = DefaultMaxBuffer

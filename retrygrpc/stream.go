@@ -13,7 +13,7 @@ import (
 
 // StreamClientInterceptor returns an interceptor that retries a stream
 // until it commits, with the waits and stop rules of p and the codes,
-// methods and server delays of opts, as UnaryClientInterceptor does.
+// methods and server waits of opts, as UnaryClientInterceptor does.
 //
 // A stream commits (gRFC A6) when the first response message or the
 // server's response headers arrive, when the request messages sent so far

@@ -105,7 +105,7 @@
 // Policy.AttemptTimeout needs a client with Options.ContextTimeoutEnabled,
 // without which go-redis bounds reads and writes with ReadTimeout and
 // WriteTimeout and the attempt's context would only bound the wait for a
-// pooled connection and the dial: Instrument refuses it there. A
+// pooled connection and the dial: AddHook refuses it there. A
 // timed-out attempt may have been applied: it is retried only when the
 // command is safe.
 //

@@ -64,10 +64,10 @@ func AddHook(ctx context.Context, c *redis.Client, p retry.Policy, opts ...Optio
 		return fmt.Errorf("retryredis: AddHook: nil client")
 	}
 	if err := p.Validate(); err != nil {
-		return err
+		return fmt.Errorf("retryredis: AddHook: %w", err)
 	}
 	if p.AttemptTimeout != 0 && !c.Options().ContextTimeoutEnabled {
-		return fmt.Errorf("retryredis: Instrument: Policy.AttemptTimeout %v cannot be applied: go-redis bounds an attempt by its context only with Options.ContextTimeoutEnabled; set it, or bound reads and writes with ReadTimeout and WriteTimeout", p.AttemptTimeout)
+		return fmt.Errorf("retryredis: AddHook: Policy.AttemptTimeout %v cannot be applied: go-redis bounds an attempt by its context only with Options.ContextTimeoutEnabled; set it, or bound reads and writes with ReadTimeout and WriteTimeout", p.AttemptTimeout)
 	}
 	if n := c.Options().MaxRetries; n != 0 {
 		return fmt.Errorf("%w: Options.MaxRetries is %d; set it to -1 so that retrykit is the only retry layer", ErrClientRetries, n)

@@ -145,12 +145,14 @@ func connLost(err error) bool {
 // function, before COMMIT was sent: the transaction did not commit. A
 // serialization failure or deadlock, nothing sent, or a lost connection
 // (the server rolls back a transaction whose connection ends) re-run it;
-// anything else, an error of the function's own included, ends the call.
+// anything else, an error of the function's own included, ends the call,
+// unless widen (the Policy has its own Retryable, which then judges it:
+// nothing committed, so a re-run cannot apply anything twice).
 //
 // When ctx has ended the error is returned as it is: the loop stops if the
 // caller's context ended, and re-runs if only the attempt's AttemptTimeout
 // did.
-func judgeBody(ctx context.Context, op string, err error) error {
+func judgeBody(ctx context.Context, op string, err error, widen bool) error {
 	if connectFailed(err) {
 		return &runError{op: op, err: err, outcome: outcomeNotSent}
 	}
@@ -161,7 +163,7 @@ func judgeBody(ctx context.Context, op string, err error) error {
 		case connectionEnded(code):
 			return &runError{op: op, err: err, outcome: outcomeLostBeforeCommit}
 		}
-		return retry.Permanent(err)
+		return final(err, widen)
 	}
 	if ctx.Err() != nil {
 		return err
@@ -172,7 +174,7 @@ func judgeBody(ctx context.Context, op string, err error) error {
 	if connLost(err) {
 		return &runError{op: op, err: err, outcome: outcomeLostBeforeCommit}
 	}
-	return retry.Permanent(err)
+	return final(err, widen)
 }
 
 // judgeSent classifies the error of a COMMIT or of a single statement:
@@ -183,8 +185,9 @@ func judgeBody(ctx context.Context, op string, err error) error {
 // with MarkSafe) and otherwise ends the call with a maybe-applied error.
 // badConnNotSent says the driver returns driver.ErrBadConn only before
 // sending (pgx's stdlib). *applied records that an attempt of the call may
-// have been applied.
-func judgeSent(op string, err error, safe, badConnNotSent bool, applied *bool) error {
+// have been applied. An error reply of an attempt when none may have been
+// applied is left to the Policy's Retryable when widen, as in judgeBody.
+func judgeSent(op string, err error, safe, badConnNotSent, widen bool, applied *bool) error {
 	if code, ok := sqlState(err); ok && !connectionEnded(code) && !connectFailed(err) {
 		if rerun(code) {
 			return &runError{op: op, err: err, outcome: outcomeRolledBack, earlier: *applied}
@@ -192,7 +195,7 @@ func judgeSent(op string, err error, safe, badConnNotSent bool, applied *bool) e
 		if *applied {
 			return retry.Permanent(&runError{op: op, err: err, earlier: true})
 		}
-		return retry.Permanent(err)
+		return final(err, widen)
 	}
 	if notSent(err) || badConnNotSent && err == driver.ErrBadConn {
 		return &runError{op: op, err: err, outcome: outcomeNotSent, earlier: *applied}
@@ -203,4 +206,13 @@ func judgeSent(op string, err error, safe, badConnNotSent bool, applied *bool) e
 	}
 	*applied = true
 	return re
+}
+
+// final is err as an error the module's rule does not re-run: marked
+// permanent, or, when widen, left for the Policy's Retryable to judge.
+func final(err error, widen bool) error {
+	if widen {
+		return err
+	}
+	return retry.Permanent(err)
 }

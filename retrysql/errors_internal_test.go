@@ -34,7 +34,7 @@ func TestJudge(t *testing.T) {
 		{"own error", errors.New("insufficient funds"), want{}},
 	}
 	for _, c := range body {
-		err := judgeBody(ctx, "transaction", c.err)
+		err := judgeBody(ctx, "transaction", c.err, false)
 		got := want{!retry.IsPermanent(err), errors.Is(err, retry.ErrMaybeApplied), errors.Is(err, retry.ErrNotSent)}
 		if got != c.want {
 			t.Errorf("before COMMIT, %s: %+v; want %+v (%v)", c.name, got, c.want, err)
@@ -57,7 +57,7 @@ func TestJudge(t *testing.T) {
 	}
 	for _, c := range sent {
 		var applied bool
-		err := judgeSent("commit", c.err, c.safe, c.bad, &applied)
+		err := judgeSent("commit", c.err, c.safe, c.bad, false, &applied)
 		got := want{!retry.IsPermanent(err), errors.Is(err, retry.ErrMaybeApplied), errors.Is(err, retry.ErrNotSent)}
 		if got != c.want || applied != c.appliedNow {
 			t.Errorf("sent, %s: %+v, applied %v; want %+v, %v (%v)", c.name, got, applied, c.want, c.appliedNow, err)
@@ -66,10 +66,31 @@ func TestJudge(t *testing.T) {
 	// A later failure of a call whose earlier attempt may have been
 	// applied says so.
 	applied := true
-	if err := judgeSent("exec", pg("23505"), true, false, &applied); !errors.Is(err, retry.ErrMaybeApplied) {
+	if err := judgeSent("exec", pg("23505"), true, false, false, &applied); !errors.Is(err, retry.ErrMaybeApplied) {
 		t.Errorf("error reply after a lost one: %v; want maybe-applied", err)
 	}
 	if !(&runError{err: pg("53300")}).Overloaded() || (&runError{err: pg("40001")}).Overloaded() {
 		t.Error("Overloaded: want true for 53300, false for 40001")
+	}
+}
+
+// TestJudgeWiden: with the Policy's own Retryable (widen), an error the
+// module's rule ends the call on is left to it when nothing may have been
+// applied, and stays final when an earlier attempt may have been.
+func TestJudgeWiden(t *testing.T) {
+	pg := func(code string) error { return &pgconn.PgError{Code: code, Message: "m"} }
+	ctx := context.Background()
+	for _, err := range []error{pg("23505"), errors.New("insufficient funds")} {
+		if got := judgeBody(ctx, "transaction", err, true); retry.IsPermanent(got) || got != err {
+			t.Errorf("before COMMIT, widen, %v: %v; want the error itself, not permanent", err, got)
+		}
+	}
+	var applied bool
+	if got := judgeSent("exec", pg("23505"), false, false, true, &applied); retry.IsPermanent(got) {
+		t.Errorf("exec error reply, widen, nothing applied: %v is permanent; want it left to Retryable", got)
+	}
+	applied = true
+	if got := judgeSent("exec", pg("23505"), false, false, true, &applied); !retry.IsPermanent(got) || !errors.Is(got, retry.ErrMaybeApplied) {
+		t.Errorf("exec error reply, widen, an earlier attempt maybe applied: %v; want permanent and maybe-applied", got)
 	}
 }

@@ -90,5 +90,5 @@ func ExampleMarkSafe() {
 func ExampleNew() {
 	_, err := retrysql.New(retry.Policy{Initial: time.Second, MaxDelay: time.Millisecond})
 	fmt.Println(err)
-	// Output: retry: invalid policy: MaxDelay 1ms is below Initial 1s
+	// Output: retrysql: New: retry: invalid policy: MaxDelay 1ms is below Initial 1s
 }

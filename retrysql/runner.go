@@ -55,6 +55,7 @@ func WithReadOnly() Option {
 // (isolation level, read-only) and share it.
 type Runner struct {
 	policy retry.Policy
+	widen  bool // policy.Retryable is set: it judges what the module's rule would end
 	pgxOpt pgx.TxOptions
 	sqlOpt sql.TxOptions
 }
@@ -67,13 +68,13 @@ type Runner struct {
 // maybe-applied).
 func New(p retry.Policy, opts ...Option) (*Runner, error) {
 	if err := p.Validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("retrysql: New: %w", err)
 	}
 	var c config
 	for _, o := range opts {
 		o.apply(&c)
 	}
-	r := &Runner{policy: p}
+	r := &Runner{policy: p, widen: p.Retryable != nil}
 	switch c.isolation {
 	case sql.LevelDefault:
 	case sql.LevelReadUncommitted:

@@ -52,7 +52,7 @@ func (r *Runner) PgxExec(ctx context.Context, db PgxExecer, sql string, args ...
 		var err error
 		tag, err = db.Exec(ctx, sql, args...)
 		if err != nil {
-			return judgeSent("exec", err, safe, false, &applied)
+			return judgeSent("exec", err, safe, false, r.widen, &applied)
 		}
 		return nil
 	})
@@ -76,13 +76,13 @@ func (r *Runner) Exec(ctx context.Context, db *sql.DB, query string, args ...any
 		if err != nil {
 			// database/sql re-tries a bad connection by itself here: no
 			// statement was sent.
-			return judgeBody(ctx, "exec", err)
+			return judgeBody(ctx, "exec", err, r.widen)
 		}
 		defer c.Close()
 		res, err = c.ExecContext(ctx, query, args...)
 		if err != nil {
 			_, pgxDriver := db.Driver().(*stdlib.Driver)
-			return judgeSent("exec", err, safe, pgxDriver, &applied)
+			return judgeSent("exec", err, safe, pgxDriver, r.widen, &applied)
 		}
 		return nil
 	})

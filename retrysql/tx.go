@@ -43,16 +43,16 @@ func (r *Runner) PgxTx(ctx context.Context, db PgxBeginner, fn func(ctx context.
 	return retry.Do(ctx, r.policy, func(ctx context.Context) error {
 		tx, err := db.BeginTx(ctx, r.pgxOpt)
 		if err != nil {
-			return judgeBody(ctx, "begin", err)
+			return judgeBody(ctx, "begin", err, r.widen)
 		}
 		// Rolls back when fn fails or panics; after COMMIT it does nothing.
 		defer tx.Rollback(ctx)
 		if err := fn(ctx, tx); err != nil {
-			return judgeBody(ctx, "transaction", err)
+			return judgeBody(ctx, "transaction", err, r.widen)
 		}
 		if err := tx.Commit(ctx); err != nil {
 			var applied bool
-			return judgeSent("commit", err, r.sqlOpt.ReadOnly, false, &applied)
+			return judgeSent("commit", err, r.sqlOpt.ReadOnly, false, r.widen, &applied)
 		}
 		return nil
 	})
@@ -69,16 +69,16 @@ func (r *Runner) Tx(ctx context.Context, db SQLBeginner, fn func(ctx context.Con
 	return retry.Do(ctx, r.policy, func(ctx context.Context) error {
 		tx, err := db.BeginTx(ctx, &r.sqlOpt)
 		if err != nil {
-			return judgeBody(ctx, "begin", err)
+			return judgeBody(ctx, "begin", err, r.widen)
 		}
 		// Rolls back when fn fails or panics; after COMMIT it does nothing.
 		defer tx.Rollback()
 		if err := fn(ctx, tx); err != nil {
-			return judgeBody(ctx, "transaction", err)
+			return judgeBody(ctx, "transaction", err, r.widen)
 		}
 		if err := tx.Commit(); err != nil {
 			var applied bool
-			return judgeSent("commit", err, r.sqlOpt.ReadOnly, false, &applied)
+			return judgeSent("commit", err, r.sqlOpt.ReadOnly, false, r.widen, &applied)
 		}
 		return nil
 	})

@@ -3,6 +3,7 @@ package retrysql_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -92,5 +93,55 @@ func TestPolicySeesEveryRun(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "retry: attempt failed, retrying"); n != 1 || strings.Contains(logs.String(), "giving up") {
 		t.Errorf("Logger: %d retry lines; want 1 and no giving up:\n%s", n, logs.String())
+	}
+}
+
+// TestRetryableWidens: a Policy's Retryable judges the errors the module's
+// own rule ends the call on, when nothing may have been applied: here a
+// unique violation (23505) of the first run and the function's own error
+// of the second are re-run because Retryable says so, and the third run
+// commits once. Without Retryable the first error ends the call.
+func TestRetryableWidens(t *testing.T) {
+	pool := newPool(t, newDB(t, startPG(t)), 2)
+	mustExec(t, pool, `CREATE TABLE kv (k int PRIMARY KEY, v int NOT NULL)`, `INSERT INTO kv VALUES (1, 0)`)
+	errBusy := errors.New("inventory busy")
+	run := func(p retry.Policy) (int, error) {
+		r, err := retrysql.New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs := 0
+		err = r.PgxTx(context.Background(), pool, func(ctx context.Context, tx pgx.Tx) error {
+			runs++
+			if _, err := tx.Exec(ctx, `UPDATE kv SET v = v + 1 WHERE k = 1`); err != nil {
+				return err
+			}
+			switch runs {
+			case 1:
+				_, err := tx.Exec(ctx, `INSERT INTO kv VALUES (1, 0)`) // 23505
+				return err
+			case 2:
+				return errBusy
+			}
+			return nil
+		})
+		return runs, err
+	}
+	base := retry.Policy{Initial: time.Millisecond, MaxDelay: time.Millisecond, MaxAttempts: 5}
+	runs, err := run(base)
+	var pe *pgconn.PgError
+	if runs != 1 || !errors.As(err, &pe) || pe.Code != "23505" {
+		t.Fatalf("without Retryable: %d runs, %v; want 1 run ending with 23505", runs, err)
+	}
+	widened := base
+	widened.Retryable = func(err error) bool {
+		return errors.As(err, &pe) && pe.Code == "23505" || errors.Is(err, errBusy)
+	}
+	if runs, err := run(widened); runs != 3 || err != nil {
+		t.Fatalf("with Retryable: %d runs, %v; want success after 3", runs, err)
+	}
+	var v int
+	if err := pool.QueryRow(context.Background(), `SELECT v FROM kv WHERE k = 1`).Scan(&v); err != nil || v != 1 {
+		t.Fatalf("v = %d, %v; want 1 (only the last run committed)", v, err)
 	}
 }

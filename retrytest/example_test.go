@@ -74,7 +74,11 @@ func ExampleRecorder() {
 // run: those Schedule returns.
 func ExampleSchedule() {
 	p := retry.Policy{MaxAttempts: 4}
-	waits := retrytest.Schedule(p, 1)
+	waits, err := retrytest.Schedule(p, 1)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	fmt.Println(len(waits))
 	for i, d := range waits {
 		lo, hi := p.Bounds(i)
@@ -295,7 +299,8 @@ func ExampleSeed() {
 	p := retry.Policy{Initial: time.Millisecond, MaxAttempts: 3, Observer: &rec}
 	ctx := retrytest.Seed(context.Background(), 42)
 	retry.Do(ctx, p, func(context.Context) error { return errors.New("down") })
-	fmt.Println(slices.Equal(rec.Waits(), retrytest.Schedule(p, 42)))
+	want, _ := retrytest.Schedule(p, 42) // p is valid
+	fmt.Println(slices.Equal(rec.Waits(), want))
 	// Output:
 	// true
 }

@@ -2,6 +2,7 @@ package retrytest
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/retrykit/retry"
@@ -34,10 +35,11 @@ func Seed(ctx context.Context, seed uint64) context.Context {
 // at run time: MaxElapsed and the context's deadline, which end the call
 // sooner, and a server's wait, which replaces a shorter one (the
 // integrations add up to a tenth of it, at most 1 s, unseeded). An invalid
-// policy gives nil.
-func Schedule(p retry.Policy, seed uint64) []time.Duration {
-	if p.Validate() != nil {
-		return nil
+// policy gives its Validate error (and no waits), so that it cannot read as
+// a policy that never retries.
+func Schedule(p retry.Policy, seed uint64) ([]time.Duration, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("retrytest: Schedule: %w", err)
 	}
 	n := p.MaxAttempts
 	switch n {
@@ -54,5 +56,5 @@ func Schedule(p retry.Policy, seed uint64) []time.Duration {
 		prev = d
 		out = append(out, d)
 	}
-	return out
+	return out, nil
 }

@@ -118,9 +118,9 @@ func TestSeedSchedule(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var rec retrytest.Recorder
 		p := retry.Policy{Observer: &rec}
-		want := retrytest.Schedule(p, 7)
-		if len(want) != 9 {
-			t.Fatalf("Schedule of the zero Policy: %d waits; want 9", len(want))
+		want, err := retrytest.Schedule(p, 7)
+		if err != nil || len(want) != 9 {
+			t.Fatalf("Schedule of the zero Policy: %d waits, %v; want 9", len(want), err)
 		}
 		ctx := retrytest.Seed(t.Context(), 7)
 		for range 2 {
@@ -129,7 +129,7 @@ func TestSeedSchedule(t *testing.T) {
 				t.Fatalf("waits %v; want %v", got, want)
 			}
 		}
-		if other := retrytest.Schedule(p, 8); slices.Equal(other, want) {
+		if other, _ := retrytest.Schedule(p, 8); slices.Equal(other, want) {
 			t.Fatalf("seeds 7 and 8 give the same schedule %v", want)
 		}
 		for i, d := range want {
@@ -138,12 +138,12 @@ func TestSeedSchedule(t *testing.T) {
 			}
 		}
 		for _, q := range []retry.Policy{{MaxAttempts: retry.Unlimited}, {Initial: retry.Immediate, MaxAttempts: 3}, {Multiplier: 0.5}} {
-			s := retrytest.Schedule(q, 1)
+			s, err := retrytest.Schedule(q, 1)
 			switch {
 			case q.MaxAttempts == retry.Unlimited && len(s) != 100,
 				q.Initial == retry.Immediate && !slices.Equal(s, []time.Duration{0, 0}),
-				q.Multiplier == 0.5 && s != nil:
-				t.Fatalf("Schedule(%+v) = %v", q, s)
+				q.Multiplier == 0.5 && (s != nil || !errors.Is(err, retry.ErrInvalidPolicy)):
+				t.Fatalf("Schedule(%+v) = %v, %v", q, s, err)
 			}
 		}
 	})

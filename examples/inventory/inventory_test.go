@@ -43,7 +43,10 @@ func TestStockRetriedThroughAnOutage(t *testing.T) {
 		// The computed waits are exact under the seed; the server's 30 s
 		// wins over the third, and retryhttp adds up to a tenth of it (at
 		// most 1 s) so that clients told the same wait do not return together.
-		s := retrytest.Schedule(policy, 1)
+		s, err := retrytest.Schedule(policy, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
 		got := rec.Waits()
 		if len(got) != 3 || !slices.Equal(got[:2], s[:2]) || got[2] < 30*time.Second || got[2] > 31*time.Second {
 			t.Fatalf("waits %v; want %v then 30s to 31s", got, s[:2])

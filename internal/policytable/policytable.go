@@ -162,7 +162,7 @@ func Check(path, column, module string, build func(retry.Policy) error) []error 
 		switch {
 		case Refused(cell) && !named:
 			errs = append(errs, fmt.Errorf("%s: the table refuses Policy.%s, but building with it gave %v (want an error naming the field and the module)", column, f, berr))
-		case !Refused(cell) && named:
+		case !Refused(cell) && berr != nil:
 			errs = append(errs, fmt.Errorf("%s: the table accepts Policy.%s, but building with it was refused: %v", column, f, berr))
 		}
 	}

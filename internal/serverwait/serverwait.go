@@ -32,3 +32,10 @@ func AddSat(a, b time.Duration) time.Duration {
 	}
 	return math.MaxInt64
 }
+
+// Beyond reports whether a server's wait d is more than the cap honours:
+// longer than it, or saturated at the longest Duration (a hint the parsers
+// could not hold), which counts as more than any cap, MaxInt64 included.
+func Beyond(d, cap time.Duration) bool {
+	return d > cap || d == math.MaxInt64
+}

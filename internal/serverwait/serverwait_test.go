@@ -32,3 +32,20 @@ func TestAddSat(t *testing.T) {
 		t.Fatalf("AddSat(1s, 1s) = %v", got)
 	}
 }
+
+func TestBeyond(t *testing.T) {
+	for _, tc := range []struct {
+		d, cap time.Duration
+		want   bool
+	}{
+		{time.Second, time.Minute, false},
+		{time.Minute, time.Minute, false},
+		{time.Minute + 1, time.Minute, true},
+		{math.MaxInt64 - 1, math.MaxInt64, false},
+		{math.MaxInt64, math.MaxInt64, true}, // saturated: more than any cap
+	} {
+		if got := Beyond(tc.d, tc.cap); got != tc.want {
+			t.Errorf("Beyond(%v, %v) = %v, want %v", tc.d, tc.cap, got, tc.want)
+		}
+	}
+}

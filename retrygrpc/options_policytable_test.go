@@ -93,3 +93,35 @@ func isNil(v any) bool {
 	}
 	return false
 }
+
+// TestHedgedMethodOutsideWithMethods: WithHedging naming a method that
+// WithMethods leaves out (so it would be called once, and hedged anyway)
+// is refused by every constructor, naming the method; naming it in both
+// is accepted.
+func TestHedgedMethodOutsideWithMethods(t *testing.T) {
+	const a, b = "/svc.S/A", "/svc.S/B"
+	build := map[string]func(...retrygrpc.Option) error{
+		"UnaryClientInterceptor": func(o ...retrygrpc.Option) error {
+			_, err := retrygrpc.UnaryClientInterceptor(retry.Policy{}, o...)
+			return err
+		},
+		"StreamClientInterceptor": func(o ...retrygrpc.Option) error {
+			_, err := retrygrpc.StreamClientInterceptor(retry.Policy{}, o...)
+			return err
+		},
+		"DialOptions": func(o ...retrygrpc.Option) error {
+			_, err := retrygrpc.DialOptions(retry.Policy{}, o...)
+			return err
+		},
+	}
+	h := &retry.Hedger{}
+	for name, f := range build {
+		err := f(retrygrpc.WithMethods(b), retrygrpc.WithHedging(h, a))
+		if err == nil || !strings.HasPrefix(err.Error(), "retrygrpc: "+name+": WithHedging names "+a) {
+			t.Errorf("%s(WithMethods(B), WithHedging(h, A)): %v; want a refusal naming A", name, err)
+		}
+		if err := f(retrygrpc.WithHedging(h, a), retrygrpc.WithMethods(a, b)); err != nil {
+			t.Errorf("%s(WithHedging(h, A), WithMethods(A, B)): %v", name, err)
+		}
+	}
+}

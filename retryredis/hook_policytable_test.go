@@ -10,7 +10,7 @@ import (
 	"github.com/retrykit/retry/retryredis"
 )
 
-// TestPolicyTable: Instrument refuses exactly the Policy fields that the
+// TestPolicyTable: AddHook refuses exactly the Policy fields that the
 // table in docs/engine.md says retryredis refuses, naming them, on a client
 // without Options.ContextTimeoutEnabled; with it, AttemptTimeout is
 // accepted.
