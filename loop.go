@@ -36,10 +36,13 @@ import (
 //	}
 //
 // A client whose own loop waits (gax, valkey-go) hands the wait that Failed
-// returns to it instead of calling Wait. The zero Loop is not usable: get
-// one from [Policy.Loop]. A Loop is one call's state, used by one
-// goroutine at a time; it allocates nothing itself but the timer of Wait
-// and, with an AttemptTimeout, the attempt's context.
+// returns to it instead of calling Wait. It may Begin the retry before that
+// wait; when the Throttle rejects it, Failed judges the next wait from the
+// end of the one not yet waited, so the waits never reach past MaxElapsed
+// or the deadline. The zero Loop is not usable: get one from
+// [Policy.Loop]. A Loop is one call's state, used by one goroutine at a
+// time; it allocates nothing itself but the timer of Wait and, with an
+// AttemptTimeout, the attempt's context.
 type Loop struct {
 	p *Policy
 	s loopState
@@ -54,6 +57,7 @@ type loopState struct {
 	prev   time.Duration // the previous computed wait
 	wait   time.Duration // the wait Failed granted, not yet counted in waited
 	waited time.Duration // the waits so far
+	due    time.Duration // when the last wait granted ends, since start (read with the clock)
 	start  time.Time     // start of the call (MaxElapsed), else of the first failure
 	until  time.Time     // the end of a time budget set by Until, or zero
 	err    error         // the error of the attempt last judged
@@ -279,7 +283,8 @@ func (l *loopState) done(p *Policy, ctx context.Context) {
 // own AttemptTimeout, and a Throttle's rejection, are retried; then
 // Retryable, or without it the default rule (context errors stop);
 // MaxAttempts; MaxElapsed and ctx's deadline (no wait starts that would
-// end at or past them); the Budget.
+// end at or past them, a wait starting when the last one granted ends);
+// the Budget.
 func (l *Loop) Failed(ctx context.Context, err error) (time.Duration, error) {
 	return l.s.failed(l.p, ctx, err)
 }
@@ -318,13 +323,22 @@ func (l *loopState) judge(p *Policy, ctx context.Context, err error, timedOut bo
 	// deadline, or a hook that reports the elapsed time.
 	observed := p.Observer != nil || p.Logger != nil
 	dl, hasDeadline := ctx.Deadline()
-	var elapsed time.Duration
+	var elapsed, due time.Duration
 	if p.MaxElapsed > 0 || hasDeadline || observed || !l.until.IsZero() {
 		now := time.Now()
 		elapsed = now.Sub(l.start)
+		// The next wait starts when the last one granted ends: a client
+		// that waits itself (gax, valkey-go) comes back before its wait
+		// when the Throttle rejects the retry that it was granted for.
+		from := elapsed
+		if l.due > elapsed {
+			from = l.due
+			now = l.start.Add(from)
+		}
+		due = addSat(from, d)
 		// As for the deadline below, a wait that ends when the budget
 		// does would leave the attempt no time: give up.
-		if p.MaxElapsed > 0 && d >= p.MaxElapsed-elapsed || !l.until.IsZero() && d >= l.until.Sub(now) {
+		if p.MaxElapsed > 0 && d >= p.MaxElapsed-from || !l.until.IsZero() && d >= l.until.Sub(now) {
 			return 0, l.fail(p, ctx, err, ReasonTimeBudget, nil)
 		}
 		// A wait that ends at the deadline would leave the attempt no
@@ -342,7 +356,7 @@ func (l *loopState) judge(p *Policy, ctx context.Context, err error, timedOut bo
 	if observed {
 		p.emit(ctx, Event{Kind: EventRetry, Attempt: l.n, MaxAttempts: p.maxAttempts(), Err: err, Delay: d, Waited: l.waited, Elapsed: elapsed})
 	}
-	l.wait = d
+	l.wait, l.due = d, due
 	return d, nil
 }
 

@@ -61,14 +61,19 @@ import (
 // (WithCodes, WithHTTPStatus); the commit rule, the nesting rule, a
 // server's wait over the cap and a context's end still stop the call. The
 // Throttle is not asked before the first attempt, which gax sends before
-// any Retryer exists, only before each retry (a rejected retry costs an
-// attempt and a wait, as in retry.Do, without a request, the wait being
-// added to the next granted one; when the Throttle rejects every attempt
-// left, the call ends at once, and the EventDone's Waited counts the
-// waits gax did not sleep). A Retryer gets no context: a wait that would
-// pass the context's deadline is not refused in advance (gax's sleep ends
-// at the deadline and gax returns the context's error), and the Observer
-// and Logger get context.Background(). When it gives up, gax returns the
+// any Retryer exists, only before each retry, and before gax's wait. A
+// rejected retry costs an attempt and a wait, as in retry.Do, without a
+// request. With a MaxElapsed or a finite MaxAttempts, that wait is added
+// to the one gax sleeps next, each wait starting where the one before
+// ends, so the sum never reaches past MaxElapsed; when the Throttle
+// rejects every attempt left, the call ends at once, and the EventDone's
+// Waited counts the waits gax did not sleep. With Unlimited attempts and
+// no MaxElapsed, nothing would end that sum: the Retryer sleeps each such
+// wait itself, which the call's context cannot cut short (set a
+// MaxElapsed to leave every wait to gax). A Retryer gets no context: a
+// wait that would pass the context's deadline is not refused in advance
+// (gax's sleep ends at the deadline and gax returns the context's error),
+// and the Observer and Logger get context.Background(). When it gives up, gax returns the
 // last error unchanged, not a *retry.Error.
 //
 // Observer: told EventAttempt, EventRetry, EventThrottled,
@@ -269,6 +274,9 @@ func (r *retryer) Retry(err error) (time.Duration, bool) {
 	if stop != nil {
 		return 0, false
 	}
+	// A stop rule that ends the rejected retries without time passing:
+	// the Loop judges each wait from the end of the ones granted before.
+	bounded := p.MaxElapsed > 0 || p.MaxAttempts != retry.Unlimited
 	for {
 		// The retry is granted before gax's wait, so that a retry the
 		// Throttle rejects costs its attempt and the next wait, as in
@@ -281,7 +289,14 @@ func (r *retryer) Retry(err error) (time.Duration, bool) {
 		if stop != nil {
 			return 0, false
 		}
-		d = serverwait.AddSat(d, w)
+		if bounded {
+			d = serverwait.AddSat(d, w) // gax sleeps it, under the call's context
+		} else {
+			// Nothing would end the sum while the Throttle rejects: wait
+			// here, so that time passes before it is asked again, as in
+			// retry.Do. bg never ends: Wait cannot fail.
+			r.l.Wait(bg)
+		}
 	}
 }
 
