@@ -14,7 +14,7 @@ const DefaultMaxServerWait = 5 * time.Minute
 
 // Option configures WithPolicy. No options means: retry gRPC UNAVAILABLE
 // and RESOURCE_EXHAUSTED, REST statuses that retryhttp.DefaultRetryStatus
-// accepts (408, 429, 5xx except 501, 505, 511), and honour server delays
+// accepts (408, 429, 5xx except 501, 505, 511), and honour server waits
 // up to DefaultMaxServerWait.
 type Option interface{ apply(*config) }
 
@@ -56,16 +56,16 @@ func WithRetryStatus(retry func(code int) bool) Option {
 // WithMaxServerWait sets the longest wait honoured from a REST
 // Retry-After header or a google.rpc.RetryInfo detail; a server that asks
 // for more gets its error returned at once. Zero means
-// DefaultMaxServerWait (5 min); negative means server delays are ignored.
+// DefaultMaxServerWait (5 min); negative means server waits are ignored.
 func WithMaxServerWait(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.maxServerDelay = d })
+	return optionFunc(func(c *config) { c.maxServerWait = d })
 }
 
 type config struct {
 	codes          uint32
 	codesSet       bool
 	httpStatus     func(int) bool
-	maxServerDelay time.Duration
+	maxServerWait time.Duration
 }
 
 func newConfig(opts []Option) config {
@@ -81,8 +81,8 @@ func newConfig(opts []Option) config {
 	if c.httpStatus == nil {
 		c.httpStatus = retryhttp.DefaultRetryStatus
 	}
-	if c.maxServerDelay == 0 {
-		c.maxServerDelay = DefaultMaxServerWait
+	if c.maxServerWait == 0 {
+		c.maxServerWait = DefaultMaxServerWait
 	}
 	return c
 }

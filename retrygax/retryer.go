@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/googleapis/gax-go/v2"
@@ -58,7 +57,7 @@ import (
 // The Retryer is a retry.Loop: p's waits, stop rules, Budget, Throttle,
 // Observer and Logger apply as in retry.Do, except where gax hides what
 // they need. p.Retryable, when set, replaces the status rule above
-// (WithCodes, WithHTTPStatus); the commit rule, the nesting rule, a
+// (WithCodes, WithRetryStatus); the commit rule, the nesting rule, a
 // server's wait over the cap and a context's end still stop the call. The
 // Throttle is not asked before the first attempt, which gax sends before
 // any Retryer exists, only before each retry, and before gax's wait. A
@@ -261,10 +260,10 @@ func (r *retryer) Retry(err error) (time.Duration, bool) {
 		// response over grpc.MaxCallRecvMsgSize gives RESOURCE_EXHAUSTED
 		// after the method ran). gRFC A6 commits such a call.
 		err = retry.Permanent(err)
-	case v.hasHint && o.c.maxServerDelay >= 0:
+	case v.hasHint && o.c.maxServerWait >= 0:
 		// A hint beyond what a Duration holds (saturated by the parsers) is
 		// more than any cap, MaxInt64 included.
-		if v.hint > o.c.maxServerDelay || v.hint == math.MaxInt64 {
+		if serverwait.Beyond(v.hint, o.c.maxServerWait) {
 			err = retry.Permanent(err)
 		} else {
 			err = retry.ServerWait(err, serverwait.Jitter(v.hint))
