@@ -53,9 +53,9 @@ func WithMaxServerWait(d time.Duration) Option {
 type opKey struct{ service, operation string }
 
 type config struct {
-	classes        map[opKey]Class
+	classes       map[opKey]Class
 	maxServerWait time.Duration
-	err            error // of an option given a bad value
+	err           error // of an option given a bad value
 }
 
 func newConfig(opts []Option) config {

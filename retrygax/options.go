@@ -62,9 +62,9 @@ func WithMaxServerWait(d time.Duration) Option {
 }
 
 type config struct {
-	codes          uint32
-	codesSet       bool
-	httpStatus     func(int) bool
+	codes         uint32
+	codesSet      bool
+	httpStatus    func(int) bool
 	maxServerWait time.Duration
 }
 

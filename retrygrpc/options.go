@@ -109,14 +109,14 @@ func WithMaxBuffer(n int) Option {
 }
 
 type config struct {
-	codes          uint32 // bit 1<<code per retried code
-	codesSet       bool
-	methods        map[string]struct{} // nil: every method
+	codes         uint32 // bit 1<<code per retried code
+	codesSet      bool
+	methods       map[string]struct{} // nil: every method
 	maxServerWait time.Duration
-	maxBuffer      int
-	hedging        bool                // WithHedging was given
-	hedger         *retry.Hedger       // WithHedging's (nil is refused by the constructors)
-	hedged         map[string]struct{} // nil: every retried method
+	maxBuffer     int
+	hedging       bool                // WithHedging was given
+	hedger        *retry.Hedger       // WithHedging's (nil is refused by the constructors)
+	hedged        map[string]struct{} // nil: every retried method
 }
 
 const defaultCodes = 1<<codes.Unavailable | 1<<codes.ResourceExhausted
