@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -135,7 +136,8 @@ type Transport struct {
 	// retries (a status RetryStatus does not retry is an answer, not an
 	// error); what cannot be sent again safely (idempotency, the body) is
 	// never retried. An invalid Policy makes
-	// every RoundTrip return its Validate error without sending anything.
+	// every RoundTrip return the error of [Transport.Validate] without
+	// sending anything; [NewClient] refuses it.
 	Policy retry.Policy
 
 	// RetryStatus reports whether a response status is retried. Nil means
@@ -197,9 +199,28 @@ type Transport struct {
 }
 
 // NewClient returns an http.Client whose Transport is a [Transport] with
-// policy p over http.DefaultTransport.
-func NewClient(p retry.Policy) *http.Client {
-	return &http.Client{Transport: &Transport{Policy: p}}
+// policy p over http.DefaultTransport. An invalid p is refused here: the
+// error starts with "retryhttp: " and wraps the one of p.Validate
+// (errors.Is(err, retry.ErrInvalidPolicy) holds), and the client is nil.
+func NewClient(p retry.Policy) (*http.Client, error) {
+	t := &Transport{Policy: p}
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: t}, nil
+}
+
+// Validate makes the checks that RoundTrip makes of t before it sends
+// anything, for a Transport built as a struct literal: nil when t is
+// usable, as the zero Transport is; otherwise the error that every
+// RoundTrip would return, which starts with "retryhttp: " and wraps the
+// one of Policy.Validate (errors.Is(err, retry.ErrInvalidPolicy) holds).
+// [NewClient] calls it.
+func (t *Transport) Validate() error {
+	if err := t.Policy.Validate(); err != nil {
+		return fmt.Errorf("retryhttp: %w", err)
+	}
+	return nil
 }
 
 // CloseIdleConnections closes the idle connections of Base
@@ -260,6 +281,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	plain := t.plain.Load()
 	if plain == 0 {
 		plain = t.judgePolicy()
+	}
+	if plain == plainInvalid {
+		if req.Body != nil {
+			req.Body.Close() // as the RoundTripper contract asks, even on error
+		}
+		return nil, t.Validate()
 	}
 	if plain != plainNo && (req.Body == nil || req.Body == http.NoBody || req.GetBody != nil) && ctx.Err() == nil {
 		// The first attempt is made here, exactly as the loop would make
@@ -340,19 +367,23 @@ const (
 	plainYes      = 1 + iota
 	plainNo       // the loop makes every attempt
 	plainObserved // plain but for an Observer, which RoundTrip calls itself
+	plainInvalid  // the policy is invalid: RoundTrip returns t.Validate()
 )
 
 // judgePolicy decides whether RoundTrip may make the first attempt itself
 // before handing over to retry.DoValue: the policy is valid and plain, so
 // that the loop would do nothing around that attempt but call it (no
 // Throttle, Budget, time budget or attempt timeout) and report it to the
-// Observer, if there is one (plainObserved). The verdict
+// Observer, if there is one (plainObserved); or that it is invalid
+// (plainInvalid). The verdict
 // is reached once per Transport, whose fields do not change once it is in
 // use, and stored in t.plain.
 func (t *Transport) judgePolicy() uint32 {
 	p := &t.Policy
 	v := uint32(plainNo)
-	if p.Throttle == nil && p.Budget == nil && p.MaxElapsed <= 0 && p.AttemptTimeout <= 0 && t.Hedge == nil && p.Validate() == nil {
+	if p.Validate() != nil {
+		v = plainInvalid
+	} else if p.Throttle == nil && p.Budget == nil && p.MaxElapsed <= 0 && p.AttemptTimeout <= 0 && t.Hedge == nil {
 		v = plainYes
 		if p.Observer != nil {
 			v = plainObserved
