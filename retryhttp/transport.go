@@ -67,7 +67,11 @@ const (
 // only the request's context bounds that read. An answer that arrives (or
 // whose retried body is still being read) once the timer has fired is
 // treated as a timed-out attempt (closed and retried), never returned with
-// a dead context.
+// a dead context. As in retry.Do, an attempt that ran out of its timeout
+// while the request's context was alive is retried whatever
+// Policy.Retryable says (unless it cannot be sent again), and counts as a
+// rejection for a Throttle. A Pacer's hold comes before the attempt and
+// its timeout.
 //
 // Server hints (any retried status): the transport waits at least what the
 // server asks, read from the first valid hint in the order [ParseHint]
@@ -327,7 +331,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		c := t.newCall(req, ctx, base)
 		c.n, c.bodyUsed = 1, req.Body != nil
-		c.attempt1Seen = plain == plainObserved
 		if err == nil && resp == nil {
 			err = errNilResponse
 		}
@@ -340,7 +343,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			resp, err = c.judge(req, resp)
 		}
 		c.replay, c.firstResp, c.firstErr = true, resp, err
-		return c.loop(&replayCtx{Context: ctx, c: c})
+		return c.loop()
 	}
 	c := t.newCall(req, ctx, t.base())
 	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
@@ -354,7 +357,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.Hedge != nil && c.replayable && hedgeable(req) {
 		return c.hedged()
 	}
-	return c.loop(ctx)
+	return c.loop()
 }
 
 func (t *Transport) newCall(req *http.Request, ctx context.Context, base http.RoundTripper) *call {
@@ -371,7 +374,7 @@ const (
 )
 
 // judgePolicy decides whether RoundTrip may make the first attempt itself
-// before handing over to retry.DoValue: the policy is valid and plain, so
+// before handing over to the loop (call.loop): the policy is valid and plain, so
 // that the loop would do nothing around that attempt but call it (no
 // Throttle, Budget, time budget or attempt timeout) and report it to the
 // Observer, if there is one (plainObserved); or that it is invalid
