@@ -164,12 +164,17 @@ func (c *call) attempt() (resp *http.Response, err error) {
 	if held != nil {
 		return nil, c.held(held)
 	}
+	if c.t.Policy.AttemptTimeout <= 0 {
+		return c.try(actx) // actx is the caller's context: nothing to end
+	}
 	done := false
 	defer func() {
 		if !done {
-			// Base or RetryStatus panicked: end the attempt (and its
-			// context, which would stay registered on the caller's) and
-			// the call, leaving the Throttle untold, as the panic goes on.
+			// Base or RetryStatus panicked: end the attempt's context,
+			// which would stay registered on the caller's, as retry.Do
+			// does. The Loop offers that only by ending the call: the
+			// Observer sees EventDone (ReasonPermanent, errPanicked), the
+			// Throttle is left untold, and the panic goes on.
 			c.l.Unseen()
 			c.l.Failed(c.ctx, errPanicked)
 		}
