@@ -23,8 +23,8 @@ func (e *getBodyError) Unwrap() error { return e.err }
 // attemptTimeoutError is the error of an attempt cut short by
 // Policy.AttemptTimeout. The loop tells such an attempt from the
 // attempt's own context, as retry.Do does (retried, a rejection for a
-// Throttle); this error is what Retryable, the hooks and the caller see:
-// a timeout, not a context error, that reports Overloaded.
+// Throttle, never handed to Retryable); this error is what the hooks and
+// the caller see: a timeout, not a context error, that reports Overloaded.
 type attemptTimeoutError struct {
 	d   time.Duration
 	err error // what Base returned, if anything
