@@ -4,79 +4,42 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"sync/atomic"
-	"time"
 )
 
-// flushAttempt reports the loop's held-back EventAttempt, if any, to the
-// policy's Observer with ctx: the attempt's own context under an
-// AttemptTimeout, which its timeout ends, as in retry.Do.
-func (c *call) flushAttempt(ctx context.Context) {
-	if c.hasPending {
-		c.hasPending = false
-		c.observer.Observe(ctx, c.pending)
-	}
-}
-
-// attemptView is the context of an attempt under an AttemptTimeout as the
-// Observer sees it, as retry.Do's would be: with the attempt's deadline,
-// and DeadlineExceeded once the timer has ended the attempt. The request
-// itself runs on the plain context, which only the claim of the timer
-// ends (see tryTimed).
-type attemptView struct {
-	context.Context
-	deadline time.Time
-	state    *atomic.Uint32
-}
-
-func (a *attemptView) Deadline() (time.Time, bool) {
-	if d, ok := a.Context.Deadline(); ok && d.Before(a.deadline) {
-		return d, true
-	}
-	return a.deadline, true
-}
-
-func (a *attemptView) Err() error {
-	err := a.Context.Err()
-	if err != nil && a.state.Load() == attemptTimedOut {
-		return context.DeadlineExceeded
-	}
-	return err
-}
-
-// tryTimed sends one attempt bounded by the policy's AttemptTimeout d,
-// which ends once the response headers have arrived and been judged: the
-// body of a response handed out stays readable until it is closed, but the
-// body of a retried response, which judge drains itself (see release), is
-// read under the timer, so that a server stalling it cannot hold the call.
-// Whether the attempt made it in time is decided once, by whichever claims
-// the attempt first, the timer (which then cancels the attempt's context)
-// or the goroutine holding Base's answer, so a response racing the timer
-// is either returned with a live context or treated as timed out, never
-// both.
-func (c *call) tryTimed(d time.Duration, body io.ReadCloser) (*http.Response, error) {
-	ctx, cancel := context.WithCancel(c.ctx)
-	var state atomic.Uint32 // attemptRunning, then attemptTimedOut or attemptAnswered
-	timer := time.AfterFunc(d, func() {
-		if state.CompareAndSwap(attemptRunning, attemptTimedOut) {
-			cancel()
-		}
-	})
+// tryTimed sends one attempt under the policy's AttemptTimeout. actx is
+// the attempt's own context, which the Loop made in Begin with that
+// timeout, exactly as retry.Do makes it, and which the Loop ends once the
+// attempt is reported: the Loop then tells, as in retry.Do, whether the
+// attempt ran out of its own timeout while the caller's context was alive
+// (retried whatever Policy.Retryable says, and a rejection for a
+// Throttle).
+//
+// The request does not run on actx itself: the Loop ends actx when
+// the attempt returns, which would cut the body of a response handed out.
+// It runs on a child of the caller's context that actx ends (its timeout
+// or the caller's end) only until the response headers have arrived and
+// been judged; after that, only closing the body ends it. The body of a
+// retried response, which judge drains itself (see release), is read
+// while actx still ends the request, so a server stalling it cannot hold
+// the call. Whether the attempt made it in time is decided once, by
+// whichever comes first, actx's end (which then cancels the request) or
+// the stop of that link once the response is judged, so a response racing
+// the timeout is either returned with a live context or treated as timed
+// out, never both.
+func (c *call) tryTimed(actx context.Context, body io.ReadCloser) (*http.Response, error) {
+	rctx, cancel := context.WithCancel(c.ctx)
+	stop := context.AfterFunc(actx, cancel)
 	handedOut := false
 	defer func() {
 		// On every path but a response handed out (whose body's Close
-		// cancels), including a panic in Base: stop the timer and end the
-		// attempt's context, so that it does not stay registered on the
-		// caller's.
+		// cancels), including a panic in Base: end the request's context,
+		// so that it does not stay registered on the caller's.
 		if !handedOut {
-			timer.Stop()
+			stop()
 			cancel()
 		}
 	}()
-	if c.hasPending {
-		c.flushAttempt(&attemptView{Context: ctx, deadline: time.Now().Add(d), state: &state})
-	}
-	r := c.prepare(ctx, body)
+	r := c.prepare(rctx, body)
 	resp, err := c.base.RoundTrip(r)
 	if err == nil && resp == nil {
 		err = errNilResponse
@@ -91,15 +54,15 @@ func (c *call) tryTimed(d time.Duration, body io.ReadCloser) (*http.Response, er
 		if wrapped {
 			resp.Body = newCancelBody(resp.Body, cancel)
 		}
-		// judge may drain the body of a response to retry: still under the
-		// timer. RetryStatus may panic: the deferred cancel runs then.
+		// judge may drain the body of a response to retry: still under
+		// actx. RetryStatus may panic: the deferred cancel runs then.
 		resp, serr = c.judge(r, resp)
 		handedOut = wrapped
 	}
-	timer.Stop()
-	if !state.CompareAndSwap(attemptRunning, attemptAnswered) {
-		// The timer claimed the attempt first and cancelled its context:
-		// it timed out, whatever Base returned or judge made of it.
+	if !stop() {
+		// actx ended first, and with it the request: the attempt ran out
+		// of its timeout (or the caller's context ended), whatever Base
+		// returned or judge made of it.
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close()
 		}
@@ -111,19 +74,12 @@ func (c *call) tryTimed(d time.Duration, body io.ReadCloser) (*http.Response, er
 			}
 			return nil, c.classify(r, err)
 		}
-		return nil, c.classify(r, &attemptTimeoutError{d, err})
+		return nil, c.classify(r, &attemptTimeoutError{c.t.Policy.AttemptTimeout, err})
 	}
 	if err != nil {
 		return nil, c.classify(r, err)
 	}
-	// With no body to read, handedOut is false: the attempt's context ends
+	// With no body to read, handedOut is false: the request's context ends
 	// now. Otherwise closing the body ends it (a drained body is closed).
 	return resp, serr
 }
-
-// States of an attempt under an attempt timeout (see tryTimed).
-const (
-	attemptRunning uint32 = iota
-	attemptTimedOut
-	attemptAnswered
-)

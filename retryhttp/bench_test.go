@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/retrykit/retry"
 	"github.com/retrykit/retry/retryhttp"
@@ -108,4 +109,40 @@ func BenchmarkClientDo(b *testing.B) {
 	}
 	b.Run("base", func(b *testing.B) { run(b, &http.Client{Transport: rt}) })
 	b.Run("retryhttp", func(b *testing.B) { run(b, &http.Client{Transport: &retryhttp.Transport{Base: rt}}) })
+}
+
+// statusSeq answers each request in memory with the next status of its
+// cycle: 503, 200 makes every call one retry.
+type statusSeq struct {
+	codes []int
+	n     int
+}
+
+func (s *statusSeq) RoundTrip(*http.Request) (*http.Response, error) {
+	code := s.codes[s.n%len(s.codes)]
+	s.n++
+	return &http.Response{StatusCode: code, Body: http.NoBody}, nil
+}
+
+// BenchmarkLoop measures the Transport's retry loop over an in-memory
+// RoundTripper: "retry" is a 503 retried at once and then a 200;
+// "attempt timeout" a success at the first attempt under an
+// AttemptTimeout (the loop makes every attempt).
+func BenchmarkLoop(b *testing.B) {
+	req, _ := http.NewRequest("GET", "http://127.0.0.1/", nil)
+	run := func(b *testing.B, t http.RoundTripper) {
+		b.ReportAllocs()
+		for b.Loop() {
+			resp, err := t.RoundTrip(req)
+			if err != nil || resp.StatusCode != 200 {
+				b.Fatal(resp, err)
+			}
+		}
+	}
+	b.Run("retry", func(b *testing.B) {
+		run(b, &retryhttp.Transport{Base: &statusSeq{codes: []int{503, 200}}, Policy: retry.Policy{Initial: retry.Immediate}})
+	})
+	b.Run("attempt timeout", func(b *testing.B) {
+		run(b, &retryhttp.Transport{Base: &statusSeq{codes: []int{200}}, Policy: retry.Policy{AttemptTimeout: time.Minute}})
+	})
 }

@@ -24,46 +24,67 @@ type call struct {
 	stream     bool           // too large to buffer: buf is its prefix, sent once
 	bodyUsed   bool           // the caller's body was handed to base or closed
 	exhaust    bool           // the last response says "already retried below"
-	replay     bool           // the loop's next call of attempt returns firstResp, firstErr and sends nothing
+	replay     bool           // RoundTrip made the first attempt: firstResp, firstErr are its outcome
 	buf        []byte         // buffered body or prefix of a streamed one
 	n          int            // attempts sent (base.RoundTrip called)
 	last       *http.Response // last retryable response, still open or buffered
 	firstResp  *http.Response // result of the attempt made before the loop
 	firstErr   error
-	observer   retry.Observer // the policy's own Observer
-
-	// attempt1Seen: RoundTrip already reported the first attempt to the
-	// policy's Observer before the loop took it over.
-	attempt1Seen bool
-	// pending: the loop's EventAttempt, held back under an AttemptTimeout
-	// until tryTimed has the attempt's own context to report it with, as
-	// retry.Do reports it (see flushAttempt).
-	pending    retry.Event
-	hasPending bool
-	// start: when the loop started, with a MaxElapsed (see try).
+	// l is the core's retry loop of the call, which makes every decision
+	// (waits, stop rules, Budget, Throttle, events, the final error) as
+	// in retry.Do, attempt timeouts included.
+	l retry.Loop
+	// start: when the loop started, with a MaxElapsed (for the Pacer).
 	start time.Time
-	// loopN: the number of the loop's current attempt (Event.Attempt of
-	// its last EventAttempt or EventThrottled), for mayRetry.
-	loopN int
 }
 
-// loop runs the retry loop of c and turns its outcome into RoundTrip's.
-func (c *call) loop(ctx context.Context) (*http.Response, error) {
-	// The attempt timeout is applied by attempt rather than by retry.Do,
-	// whose per-attempt context would end before the caller reads the body.
-	p := c.t.Policy
-	p.AttemptTimeout = 0
+// errPanicked is what the loop is told of an attempt during which Base or
+// RetryStatus panicked, as that panic goes on up to the caller.
+var errPanicked = retry.Permanent(errors.New("retryhttp: the attempt panicked"))
+
+// loop runs the retry loop of c on retry.Loop, the seam retry.Do is built
+// on, and turns its outcome into RoundTrip's. When RoundTrip made the
+// first attempt itself (c.replay), the loop takes that attempt's outcome as
+// its first: reported without a Begin, it is counted there, as the Loop
+// documents, and nothing in it is reported twice.
+func (c *call) loop() (*http.Response, error) {
+	p := &c.t.Policy // valid (RoundTrip checked); fields fixed once in use
+	ctx := c.ctx
+	c.l = p.Loop()
 	if p.MaxElapsed > 0 {
-		c.start = time.Now() // for the attempt timeout, which try applies
+		c.start = time.Now() // for the Pacer's holds
 	}
-	// The call watches the loop's events (passing them on to the policy's
-	// Observer) to release a response that release had to leave open as
-	// soon as the loop has decided to retry it.
-	c.observer, p.Observer = p.Observer, c
-	resp, err := retry.DoValue(ctx, p, c.attempt)
-	if err == nil {
-		return c.mark(resp, false), nil
+	var resp *http.Response
+	var err error
+	if c.replay {
+		resp, err = c.firstResp, c.firstErr
+		c.replay, c.firstResp, c.firstErr = false, nil, nil
+	} else if err = c.l.Wait(ctx); err == nil {
+		// Wait, before a first attempt, only checks ctx: a call whose
+		// context has ended makes no attempt, as in retry.Do.
+		resp, err = c.attempt()
+	} else {
+		return c.gaveUp(err)
 	}
+	for {
+		if err == nil {
+			c.l.Succeeded(ctx)
+			return c.mark(resp, false), nil
+		}
+		if _, stop := c.l.Failed(ctx, err); stop != nil {
+			return c.gaveUp(stop)
+		}
+		c.retrying()
+		if stop := c.l.Wait(ctx); stop != nil {
+			return c.gaveUp(stop)
+		}
+		resp, err = c.attempt()
+	}
+}
+
+// gaveUp turns err, the *retry.Error that ended the loop, into RoundTrip's
+// outcome.
+func (c *call) gaveUp(err error) (*http.Response, error) {
 	if !c.bodyUsed && c.req.Body != nil {
 		c.req.Body.Close()
 	}
@@ -99,24 +120,13 @@ func (c *call) loop(ctx context.Context) (*http.Response, error) {
 	return nil, err
 }
 
-// Observe passes e on to the policy's own Observer and, when the loop is
-// about to wait before a retry, closes the body of the previous response if
-// release left it open (a body longer than maxDrain), so that its
-// connection is freed before the wait; the response stays the last answer
-// (a Throttle may still reject every attempt left), with a body that ends
-// in errReleased.
-func (c *call) Observe(ctx context.Context, e retry.Event) {
-	if e.Kind == retry.EventAttempt || e.Kind == retry.EventThrottled {
-		c.loopN = e.Attempt
-	}
-	if c.attempt1Seen && e.Kind == retry.EventAttempt && e.Attempt == 1 {
-		c.attempt1Seen = false // reported once already, by RoundTrip
-	} else if e.Kind == retry.EventAttempt && c.observer != nil && c.t.Policy.AttemptTimeout > 0 {
-		c.pending, c.hasPending = e, true // reported by try with the attempt's context
-	} else if c.observer != nil {
-		c.observer.Observe(ctx, e)
-	}
-	if e.Kind == retry.EventRetry && c.last != nil && c.last.Body != nil && c.last.Body != http.NoBody {
+// retrying is called once the loop has decided to retry, before its wait.
+// It closes the body of the previous response if release left it open (a
+// body longer than maxDrain), so that its connection is freed before the
+// wait; the response stays the last answer (a Throttle may still reject
+// every attempt left), with a body that ends in errReleased.
+func (c *call) retrying() {
+	if c.last != nil && c.last.Body != nil && c.last.Body != http.NoBody {
 		if pb, open := c.last.Body.(*prefixBody); open || c.last.ContentLength > maxDrain {
 			// Its connection cannot be reused: close it without reading
 			// more, which a server stalling the body would turn into a
@@ -134,49 +144,49 @@ func (c *call) Observe(ctx context.Context, e retry.Event) {
 	}
 }
 
-// replayCtx is the caller's context as the retry loop sees it when
-// RoundTrip made the first attempt before the loop started. Until the loop
-// has taken that attempt's result, Err reports nil, so that the loop
-// records the attempt before it looks at the context, as it does for an
-// attempt it makes itself; everything else is the caller's context.
-type replayCtx struct {
-	context.Context
-	c *call
-}
-
-func (x *replayCtx) Err() error {
-	if x.c.replay {
-		return nil
-	}
-	return x.Context.Err()
-}
-
-// attempt is the operation handed to retry.DoValue. It ignores the loop's
-// context, which is the request's (possibly seen through a replayCtx).
-func (c *call) attempt(context.Context) (*http.Response, error) {
-	if c.replay {
-		c.replay = false
-		resp, err := c.firstResp, c.firstErr
-		c.firstResp, c.firstErr = nil, nil
-		return resp, err
-	}
-	return c.try()
-}
-
-// try sends one attempt and judges its outcome.
-func (c *call) try() (*http.Response, error) {
+// attempt makes the loop's next attempt: the Pacer's hold, if any, comes
+// first, outside the attempt and its AttemptTimeout (a hold is a wait
+// before sending, not a slow server); then the Loop's Begin (the Throttle,
+// the Budget, EventAttempt and the attempt's own context), then try.
+func (c *call) attempt() (resp *http.Response, err error) {
+	var held error
 	if c.t.Pace != nil {
-		// Held before anything else: no body made, no attempt timeout
-		// running yet.
 		var end time.Time
 		if me := c.t.Policy.MaxElapsed; me > 0 {
 			end = c.start.Add(me)
 		}
-		if err := c.t.pace(c.ctx, c.req, max(c.loopN, c.n+1), end); err != nil {
-			c.flushAttempt(c.ctx)
-			return nil, c.held(err)
-		}
+		held = c.t.pace(c.ctx, c.req, c.l.Attempts()+1, end)
 	}
+	actx, err := c.l.Begin(c.ctx)
+	if err != nil {
+		return nil, err // retry.ErrThrottled: not sent
+	}
+	if held != nil {
+		return nil, c.held(held)
+	}
+	if c.t.Policy.AttemptTimeout <= 0 {
+		return c.try(actx) // actx is the caller's context: nothing to end
+	}
+	done := false
+	defer func() {
+		if !done {
+			// Base or RetryStatus panicked: end the attempt's context,
+			// which would stay registered on the caller's, as retry.Do
+			// does. The Loop offers that only by ending the call: the
+			// Observer sees EventDone (ReasonPermanent, errPanicked), the
+			// Throttle is left untold, and the panic goes on.
+			c.l.Unseen()
+			c.l.Failed(c.ctx, errPanicked)
+		}
+	}()
+	resp, err = c.try(actx)
+	done = true
+	return resp, err
+}
+
+// try sends one attempt with actx, the attempt's context from the Loop,
+// and judges its outcome.
+func (c *call) try(actx context.Context) (*http.Response, error) {
 	// The body comes first, so that a failing GetBody leaves the previous
 	// response in place, to be returned when the loop gives up.
 	var body io.ReadCloser
@@ -203,7 +213,6 @@ func (c *call) try() (*http.Response, error) {
 				// before the wait is not returned after GetBody fails.
 				c.last = nil
 			}
-			c.flushAttempt(c.ctx)
 			return nil, retry.Permanent(&getBodyError{err})
 		}
 		body = b
@@ -217,12 +226,8 @@ func (c *call) try() (*http.Response, error) {
 	if c.req.Body != nil && !c.buffered {
 		c.bodyUsed = true
 	}
-	if d := c.t.Policy.AttemptTimeout; d > 0 {
-		if me := c.t.Policy.MaxElapsed; me > 0 {
-			// As in retry.Do, the attempt ends where the time budget does.
-			d = min(d, max(me-time.Since(c.start), 1))
-		}
-		return c.tryTimed(d, body)
+	if c.t.Policy.AttemptTimeout > 0 {
+		return c.tryTimed(actx, body)
 	}
 	r := c.req
 	if c.n > 1 || c.buffered || c.stream {
@@ -286,14 +291,14 @@ func (c *call) judge(r *http.Request, resp *http.Response) (*http.Response, erro
 
 // mayRetry reports whether the policy's attempt limit leaves room for
 // another attempt after the current one: the loop's attempts, those a
-// Throttle rejected included (loopN), or the c.n sent if more. Other stop
-// rules may still end the loop.
+// Throttle rejected included, or the c.n sent if more. Other stop rules
+// may still end the loop.
 func (c *call) mayRetry() bool {
 	m := c.t.Policy.MaxAttempts
 	if m == 0 {
 		m = retry.DefaultMaxAttempts
 	}
-	return m == retry.Unlimited || max(c.n, c.loopN) < m
+	return m == retry.Unlimited || max(c.n, c.l.Attempts()) < m
 }
 
 // prepare makes the request for an attempt other than a plain first one:

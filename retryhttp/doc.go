@@ -5,7 +5,7 @@
 //
 // Quick start:
 //
-//	client := retryhttp.NewClient(retry.Policy{MaxAttempts: 4})
+//	client, err := retryhttp.NewClient(retry.Policy{MaxAttempts: 4}) // err: an invalid Policy
 //	resp, err := client.Get(url) // a final 503 comes back as a response, err == nil
 //
 // # What is retried

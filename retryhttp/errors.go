@@ -21,9 +21,10 @@ func (e *getBodyError) Error() string { return "retryhttp: GetBody: " + e.err.Er
 func (e *getBodyError) Unwrap() error { return e.err }
 
 // attemptTimeoutError is the error of an attempt cut short by
-// Policy.AttemptTimeout. It is a timeout, not a context error, so the loop
-// retries it, and it reports Overloaded, so that a Throttle counts it as a
-// rejection, as retry.Do counts an attempt that ran out of its timeout.
+// Policy.AttemptTimeout. The loop tells such an attempt from the
+// attempt's own context, as retry.Do does (retried, a rejection for a
+// Throttle, never handed to Retryable); this error is what the hooks and
+// the caller see: a timeout, not a context error, that reports Overloaded.
 type attemptTimeoutError struct {
 	d   time.Duration
 	err error // what Base returned, if anything

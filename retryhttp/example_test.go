@@ -1,6 +1,7 @@
 package retryhttp_test
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -41,7 +42,11 @@ func ExampleNewClient() {
 	}))
 	defer srv.Close()
 
-	client := retryhttp.NewClient(retry.Policy{Initial: retry.Immediate, MaxAttempts: 3})
+	client, err := retryhttp.NewClient(retry.Policy{Initial: retry.Immediate, MaxAttempts: 3})
+	if err != nil {
+		fmt.Println(err) // an invalid Policy
+		return
+	}
 	resp, err := client.Get(srv.URL)
 	if err != nil {
 		fmt.Println(err)
@@ -51,6 +56,24 @@ func ExampleNewClient() {
 	// Giving up on a status returns the last response, not an error.
 	fmt.Println(resp.StatusCode, retryhttp.Attempts(resp), retryhttp.Exhausted(resp))
 	// Output: 502 3 true
+}
+
+func ExampleNewClient_invalid() {
+	_, err := retryhttp.NewClient(retry.Policy{Multiplier: 0.5})
+	fmt.Println(errors.Is(err, retry.ErrInvalidPolicy))
+	fmt.Println(err)
+	// Output:
+	// true
+	// retryhttp: retry: invalid policy: Multiplier 0.5 is below 1 (or not a number)
+}
+
+func ExampleTransport_Validate() {
+	t := &retryhttp.Transport{Policy: retry.Policy{MaxAttempts: -2}}
+	fmt.Println(t.Validate())
+	fmt.Println((&retryhttp.Transport{}).Validate())
+	// Output:
+	// retryhttp: retry: invalid policy: MaxAttempts -2 is negative (use retry.Unlimited for no limit)
+	// <nil>
 }
 
 func ExampleParseRetryAfter() {
@@ -74,7 +97,7 @@ func ExampleMiddleware() {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	defer c.Close()
-	toC := retryhttp.NewClient(retry.Policy{Initial: retry.Immediate, MaxAttempts: 4})
+	toC := &http.Client{Transport: &retryhttp.Transport{Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: 4}}}
 	b := httptest.NewServer(retryhttp.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, _ := http.NewRequestWithContext(r.Context(), "GET", c.URL, nil)
 		resp, err := toC.Do(req)
@@ -87,7 +110,8 @@ func ExampleMiddleware() {
 	})))
 	defer b.Close()
 
-	resp, err := retryhttp.NewClient(retry.Policy{Initial: retry.Immediate, MaxAttempts: 4}).Get(b.URL)
+	toB := &http.Client{Transport: &retryhttp.Transport{Policy: retry.Policy{Initial: retry.Immediate, MaxAttempts: 4}}}
+	resp, err := toB.Get(b.URL)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -36,7 +36,9 @@ import (
 // whose Err is a *[HoldError] ([WaitHint] reads its hint). It is not
 // sent, and its call ends with a *HoldError (matching [retry.ErrNotSent]),
 // when the hold would end at or after the request's deadline or
-// Policy.MaxElapsed, or when the request's context ends during it.
+// Policy.MaxElapsed, or when the request's context ends during it. A hold
+// comes before its attempt begins (before the Throttle is asked, and
+// outside Policy.AttemptTimeout); a hedged copy holds inside its attempt.
 //
 // A Pacer is safe for concurrent use and may be shared by Transports
 // that reach the same servers. Its zero value is ready to use. It keeps

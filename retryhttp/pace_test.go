@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,6 +121,33 @@ func TestPacerHoldsUntilReset(t *testing.T) {
 		get(t, tr, context.Background(), "http://127.0.0.1:81/x", "")
 		if time.Since(start) != 0 {
 			t.Fatalf("a request to another host waited %v", time.Since(start))
+		}
+	})
+}
+
+// TestPacerHoldOutsideAttemptTimeout: a hold comes before its attempt
+// begins, so a hold longer than Policy.AttemptTimeout does not cut the
+// attempt: it is sent once the hold ends, and answered in time. The
+// Observer sees EventHeld before that attempt's EventAttempt.
+func TestPacerHoldOutsideAttemptTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(time.Until(hintNow.Add(500 * time.Millisecond)))
+		srv := &quotaRT{q: 2, w: 2 * time.Second}
+		var kinds []retry.EventKind
+		tr := &retryhttp.Transport{Base: srv, Pace: &retryhttp.Pacer{}, Policy: retry.Policy{AttemptTimeout: time.Second, MaxAttempts: 1,
+			Observer: retry.ObserverFunc(func(_ context.Context, e retry.Event) { kinds = append(kinds, e.Kind) })}}
+		for range 3 {
+			if resp, err := get(t, tr, context.Background(), "http://127.0.0.1/x", ""); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("%v %v", resp, err)
+			}
+		}
+		if len(srv.at) != 3 || srv.at[2].Sub(srv.at[0]) != 2*time.Second {
+			t.Fatalf("sent at %v; want the third held 2 s, then sent", srv.at)
+		}
+		want := []retry.EventKind{retry.EventAttempt, retry.EventDone, retry.EventAttempt, retry.EventDone,
+			retry.EventHeld, retry.EventAttempt, retry.EventDone}
+		if !slices.Equal(kinds, want) {
+			t.Fatalf("events %v; want %v", kinds, want)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -66,7 +67,11 @@ const (
 // only the request's context bounds that read. An answer that arrives (or
 // whose retried body is still being read) once the timer has fired is
 // treated as a timed-out attempt (closed and retried), never returned with
-// a dead context.
+// a dead context. As in retry.Do, an attempt that ran out of its timeout
+// while the request's context was alive is retried whatever
+// Policy.Retryable says (unless it cannot be sent again), and counts as a
+// rejection for a Throttle. A Pacer's hold comes before the attempt and
+// its timeout.
 //
 // Server hints (any retried status): the transport waits at least what the
 // server asks, read from the first valid hint in the order [ParseHint]
@@ -135,7 +140,8 @@ type Transport struct {
 	// retries (a status RetryStatus does not retry is an answer, not an
 	// error); what cannot be sent again safely (idempotency, the body) is
 	// never retried. An invalid Policy makes
-	// every RoundTrip return its Validate error without sending anything.
+	// every RoundTrip return the error of [Transport.Validate] without
+	// sending anything; [NewClient] refuses it.
 	Policy retry.Policy
 
 	// RetryStatus reports whether a response status is retried. Nil means
@@ -197,9 +203,28 @@ type Transport struct {
 }
 
 // NewClient returns an http.Client whose Transport is a [Transport] with
-// policy p over http.DefaultTransport.
-func NewClient(p retry.Policy) *http.Client {
-	return &http.Client{Transport: &Transport{Policy: p}}
+// policy p over http.DefaultTransport. An invalid p is refused here: the
+// error starts with "retryhttp: " and wraps the one of p.Validate
+// (errors.Is(err, retry.ErrInvalidPolicy) holds), and the client is nil.
+func NewClient(p retry.Policy) (*http.Client, error) {
+	t := &Transport{Policy: p}
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: t}, nil
+}
+
+// Validate makes the checks that RoundTrip makes of t before it sends
+// anything, for a Transport built as a struct literal: nil when t is
+// usable, as the zero Transport is; otherwise the error that every
+// RoundTrip would return, which starts with "retryhttp: " and wraps the
+// one of Policy.Validate (errors.Is(err, retry.ErrInvalidPolicy) holds).
+// [NewClient] calls it.
+func (t *Transport) Validate() error {
+	if err := t.Policy.Validate(); err != nil {
+		return fmt.Errorf("retryhttp: %w", err)
+	}
+	return nil
 }
 
 // CloseIdleConnections closes the idle connections of Base
@@ -261,6 +286,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if plain == 0 {
 		plain = t.judgePolicy()
 	}
+	if plain == plainInvalid {
+		if req.Body != nil {
+			req.Body.Close() // as the RoundTripper contract asks, even on error
+		}
+		return nil, t.Validate()
+	}
 	if plain != plainNo && (req.Body == nil || req.Body == http.NoBody || req.GetBody != nil) && ctx.Err() == nil {
 		// The first attempt is made here, exactly as the loop would make
 		// it (the policy is plain: nothing to account, no clock to read,
@@ -300,7 +331,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		c := t.newCall(req, ctx, base)
 		c.n, c.bodyUsed = 1, req.Body != nil
-		c.attempt1Seen = plain == plainObserved
 		if err == nil && resp == nil {
 			err = errNilResponse
 		}
@@ -313,7 +343,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			resp, err = c.judge(req, resp)
 		}
 		c.replay, c.firstResp, c.firstErr = true, resp, err
-		return c.loop(&replayCtx{Context: ctx, c: c})
+		return c.loop()
 	}
 	c := t.newCall(req, ctx, t.base())
 	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
@@ -327,7 +357,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.Hedge != nil && c.replayable && hedgeable(req) {
 		return c.hedged()
 	}
-	return c.loop(ctx)
+	return c.loop()
 }
 
 func (t *Transport) newCall(req *http.Request, ctx context.Context, base http.RoundTripper) *call {
@@ -340,19 +370,23 @@ const (
 	plainYes      = 1 + iota
 	plainNo       // the loop makes every attempt
 	plainObserved // plain but for an Observer, which RoundTrip calls itself
+	plainInvalid  // the policy is invalid: RoundTrip returns t.Validate()
 )
 
 // judgePolicy decides whether RoundTrip may make the first attempt itself
-// before handing over to retry.DoValue: the policy is valid and plain, so
+// before handing over to the loop (call.loop): the policy is valid and plain, so
 // that the loop would do nothing around that attempt but call it (no
 // Throttle, Budget, time budget or attempt timeout) and report it to the
-// Observer, if there is one (plainObserved). The verdict
+// Observer, if there is one (plainObserved); or that it is invalid
+// (plainInvalid). The verdict
 // is reached once per Transport, whose fields do not change once it is in
 // use, and stored in t.plain.
 func (t *Transport) judgePolicy() uint32 {
 	p := &t.Policy
 	v := uint32(plainNo)
-	if p.Throttle == nil && p.Budget == nil && p.MaxElapsed <= 0 && p.AttemptTimeout <= 0 && t.Hedge == nil && p.Validate() == nil {
+	if p.Validate() != nil {
+		v = plainInvalid
+	} else if p.Throttle == nil && p.Budget == nil && p.MaxElapsed <= 0 && p.AttemptTimeout <= 0 && t.Hedge == nil {
 		v = plainYes
 		if p.Observer != nil {
 			v = plainObserved

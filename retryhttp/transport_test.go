@@ -179,16 +179,43 @@ func TestInvalidPolicySendsNothing(t *testing.T) {
 	for _, p := range []retry.Policy{{Initial: -5}, {MaxAttempts: -7}, {Initial: time.Minute, MaxDelay: time.Second}} {
 		tr := &retryhttp.Transport{Base: base, Policy: p}
 		req, _ := http.NewRequest("GET", "http://127.0.0.1/x", nil)
-		if _, err := tr.RoundTrip(req); !errors.Is(err, retry.ErrInvalidPolicy) || n.Load() != 0 {
+		if _, err := tr.RoundTrip(req); !errors.Is(err, retry.ErrInvalidPolicy) || !strings.HasPrefix(err.Error(), "retryhttp: ") || n.Load() != 0 {
 			t.Fatalf("%+v: err %v after %d sends", p, err, n.Load())
+		}
+		if err := tr.Validate(); !errors.Is(err, retry.ErrInvalidPolicy) || !strings.HasPrefix(err.Error(), "retryhttp: ") {
+			t.Errorf("%+v: Validate: %v", p, err)
+		}
+		if c, err := retryhttp.NewClient(p); c != nil || !errors.Is(err, retry.ErrInvalidPolicy) || !strings.HasPrefix(err.Error(), "retryhttp: ") {
+			t.Errorf("%+v: NewClient: %v, %v", p, c, err)
+		}
+		// A body is closed, as the RoundTripper contract asks, and not read.
+		body := &closeCounter{Reader: strings.NewReader("payload")}
+		req, _ = http.NewRequest("PUT", "http://127.0.0.1/x", body)
+		if _, err := tr.RoundTrip(req); !errors.Is(err, retry.ErrInvalidPolicy) || body.closed != 1 || body.read != 0 {
+			t.Errorf("%+v: with a body: err %v, closed %d times, read %d times", p, err, body.closed, body.read)
 		}
 	}
 	tr := &retryhttp.Transport{Base: base}
+	if err := tr.Validate(); err != nil {
+		t.Errorf("zero Transport: Validate: %v", err)
+	}
 	req, _ := http.NewRequest("GET", "http://127.0.0.1/x", nil)
 	if resp, err := tr.RoundTrip(req); err != nil || resp.StatusCode != 200 || n.Load() != 1 {
 		t.Fatalf("valid policy: err %v after %d sends", err, n.Load())
 	}
+	if c, err := retryhttp.NewClient(retry.Policy{}); err != nil || c == nil {
+		t.Fatalf("NewClient(Policy{}): %v, %v", c, err)
+	}
 }
+
+// closeCounter is a request body that counts its reads and closes.
+type closeCounter struct {
+	io.Reader
+	read, closed int
+}
+
+func (c *closeCounter) Read(b []byte) (int, error) { c.read++; return c.Reader.Read(b) }
+func (c *closeCounter) Close() error               { c.closed++; return nil }
 
 // A Transport whose policy is plain but for an Observer makes the first
 // attempt itself, as it does without one: the Observer sees the same

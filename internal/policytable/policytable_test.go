@@ -54,8 +54,14 @@ func TestPolicyTable(t *testing.T) {
 		t.Error(err)
 	}
 	for _, err := range policytable.Check(guide, "retryhttp", "retryhttp", func(p retry.Policy) error {
+		// Where the integration is made (NewClient, or Validate for a
+		// struct literal), then where it is used.
+		tr := &retryhttp.Transport{Base: okBase{}, Policy: p}
+		if err := tr.Validate(); err != nil {
+			return err
+		}
 		req, _ := http.NewRequest("GET", "http://127.0.0.1/", nil)
-		resp, err := (&retryhttp.Transport{Base: okBase{}, Policy: p}).RoundTrip(req)
+		resp, err := tr.RoundTrip(req)
 		if err == nil {
 			resp.Body.Close()
 		}
