@@ -118,6 +118,19 @@ func (c *call) hedgeCopy(cctx context.Context, hs *hedgeState) (resp *http.Respo
 		}
 		body = b
 	}
+	if n > 1 && c.t.Pace != nil && c.t.Pace.n.Load() != 0 {
+		if d, hint := c.t.Pace.held(c.req, time.Now()); d > 0 {
+			// A hedge cuts a slow copy short; a copy the server's quota
+			// holds is not slow, it waits for the reset, and a hedge held
+			// with it would be released at the same instant into a quota
+			// that may take one. Not sent, and no more hedges in this
+			// burst (a server wait of zero): the held copy goes on.
+			if body != nil {
+				body.Close()
+			}
+			return nil, retry.ServerWait(&HoldError{Host: c.req.URL.Host, Hint: hint, Wait: d, reason: "a hedge is not held with the copy it hedges"}, 0)
+		}
+	}
 	rctx, cancel := context.WithCancel(c.ctx)
 	stop := context.AfterFunc(cctx, cancel)
 	r := c.req.Clone(rctx)

@@ -38,7 +38,10 @@ import (
 // when the hold would end at or after the request's deadline or
 // Policy.MaxElapsed, or when the request's context ends during it. A hold
 // comes before its attempt begins (before the Throttle is asked, and
-// outside Policy.AttemptTimeout); a hedged copy holds inside its attempt.
+// outside Policy.AttemptTimeout); a hedged call's first copy holds inside
+// its attempt, and a hedge of it is not sent while the hold lasts (it
+// would be released into the quota at the same instant): it ends at once,
+// not sent, and no more hedges follow in that burst.
 //
 // A Pacer is safe for concurrent use and may be shared by Transports
 // that reach the same servers. Its zero value is ready to use. It keeps
