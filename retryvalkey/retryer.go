@@ -2,7 +2,6 @@ package retryvalkey
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -27,13 +26,16 @@ type retryer struct {
 
 // slot is the entry of a command's first word: the call that sends it, or
 // nil while several calls send the same (pinned) command at once, which
-// delay then cannot tell apart.
+// delay then cannot tell apart: it does not let valkey-go repeat such a
+// command, and each of those calls, marked shared, repeats it itself.
 type slot struct {
 	c *call
 	n int // the calls that registered this command
 }
 
-// call is one Do, DoCache or DoMulti call: its retry.Loop, which the call's
+// call is one call of a method that valkey-go's loop may repeat (Do,
+// DoCache, DoMulti, DoMultiCache, Receive, also on a dedicated client or
+// a node's): its retry.Loop, which the call's
 // own resends and valkey-go's repeats of its first send both drive (under
 // mu: a cluster's pipeline asks from several goroutines), and what those
 // repeats learned.
@@ -48,6 +50,7 @@ type call struct {
 	maybe    bool            // a repeat of a single command lost its reply
 	keys     []*string       // the registered first words
 	over     bool            // the first send returned: delay no longer drives l
+	shared   bool            // another call registered one of its words while it had it (guarded by the retryer's mu)
 }
 
 // begin returns the state of a new call, its Loop at its first attempt,
@@ -75,7 +78,10 @@ func (r *retryer) register(c *call, cmd *valkey.Completed) {
 	if s.n == 0 {
 		s.c = c
 	} else {
-		s.c = nil
+		if s.c != nil {
+			s.c.shared = true
+		}
+		s.c, c.shared = nil, true
 	}
 	s.n++
 	r.calls[k] = s
@@ -115,7 +121,11 @@ func (r *retryer) end(c *call) {
 	*c = call{keys: c.keys}
 }
 
-// lookup returns the call that registered cmd, or nil.
+// lookup returns the call that registered cmd, or nil: for a command no
+// call registered (the client's own COMMAND in NewClient, a ShareStore
+// sync) and for one that several calls registered, whose repeats delay
+// cannot attribute to one Loop. Every method through which valkey-go's
+// loop repeats a command registers it.
 func (r *retryer) lookup(cmd *valkey.Completed) *call {
 	w := cmd.Commands()
 	if len(w) == 0 {
@@ -133,17 +143,20 @@ func (r *retryer) lookup(cmd *valkey.Completed) *call {
 // failure (Failed) and begins the next attempt before valkey-go waits, so
 // that a retry the Throttle rejects costs its attempt and the next wait,
 // as in retry.Do; when the Loop gives up, the call ends with its error.
-// It may block, in a wait after a rejection, on valkey-go's goroutine.
+// It may block, in a wait after a rejection, on valkey-go's goroutine. A
+// command that lookup does not attribute to one call is not repeated
+// (-1): a shared command's calls send it again themselves, on their own
+// Loops.
 func (r *retryer) delay(attempts int, cmd valkey.Completed, err error) time.Duration {
 	c := r.lookup(&cmd)
 	if c == nil {
-		return r.unowned(attempts, err)
+		return -1 // no call's Loop can judge it: see lookup
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
 	case c.over:
-		return r.unowned(attempts, err)
+		return -1
 	case c.stop != nil:
 		return -1
 	case attempts == c.round: // a cluster pipeline's other commands of the same round
@@ -186,68 +199,10 @@ func (c *call) judged(cmd *valkey.Completed, err error) error {
 	return ce
 }
 
-// maxAttempts returns the policy's attempt limit, 0 for none.
-func (r *retryer) maxAttempts() int {
-	if n := r.limit(); n != retry.Unlimited {
-		return n
-	}
-	return 0
-}
-
-// limit returns the policy's attempt limit as retry.Do reports it in
-// Event.MaxAttempts: the default for zero, Unlimited as it is.
-func (r *retryer) limit() int {
-	if r.p.MaxAttempts == 0 {
-		return retry.DefaultMaxAttempts
-	}
-	return r.p.MaxAttempts
-}
-
-// accepted is the default rule of retry.ThrottleConfig.Accepted.
-func accepted(err error) bool {
-	var o interface{ Overloaded() bool }
-	if errors.As(err, &o) && o.Overloaded() {
-		return false
-	}
-	return !errors.Is(err, context.DeadlineExceeded)
-}
-
-// observe tells the policy's Observer e, with MaxAttempts as retry.Do
-// reports it (the default for zero, Unlimited as it is).
-func (r *retryer) observe(e retry.Event) {
-	if r.p.Observer != nil {
-		e.MaxAttempts = r.limit()
-		r.p.Observer.Observe(context.Background(), e)
-	}
-}
-
-// unowned is delay for a command that no call registered (sent with
-// DoMultiCache, DoStream, Receive or a dedicated client, or a pinned
-// command that several calls send at once): with no Loop to drive, it
-// applies the policy to the repeat alone. It returns the wait before the
-// next attempt, or -1 to stop. The failed attempt is counted by the
-// Throttle here only when the loop goes on.
-func (r *retryer) unowned(attempts int, err error) time.Duration {
-	p := &r.p
-	if retry.IsPermanent(err) || (p.Retryable != nil && !p.Retryable(err)) {
-		return -1
-	}
-	if m := r.maxAttempts(); m > 0 && attempts >= m {
-		return -1
-	}
-	d := p.Delay(attempts-1, 0, nil)
-	if p.Budget != nil && !p.Budget.AllowRetry() {
-		r.observe(retry.Event{Kind: retry.EventBudgetRefused, Attempt: attempts, Err: err})
-		return -1
-	}
-	if p.Throttle != nil {
-		if !p.Throttle.Allow() {
-			r.observe(retry.Event{Kind: retry.EventThrottled, Attempt: attempts + 1, Err: retry.ErrThrottled})
-			return -1
-		}
-		p.Throttle.Record(accepted(err))
-	}
-	r.observe(retry.Event{Kind: retry.EventRetry, Attempt: attempts, Err: err, Delay: d})
-	r.observe(retry.Event{Kind: retry.EventAttempt, Attempt: attempts + 1})
-	return d
+// shared reports whether another call registered one of c's words while c
+// had it, so that delay did not let valkey-go repeat it.
+func (r *retryer) shared(c *call) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return c.shared
 }
