@@ -261,7 +261,7 @@ func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx conte
 		var e error
 		// valkey-go's loop decided the repeats of a retryable command's
 		// first send, unless another call sent it too (see retryer.delay).
-		inner := sent == 1 && k.cmd.IsRetryable() && !cl.shared
+		inner := sent == 1 && k.cmd.IsRetryable() && !cl.shared.Load()
 		e, last = c.judge(resp.Error(), k, safe, inner, closedBefore, maybe)
 		if last != nil && !retry.IsPermanent(e) {
 			maybe = maybe || last.known.Outcome == rediscmd.OutcomeMaybeApplied

@@ -128,7 +128,7 @@ func (c *client) doMulti(ctx context.Context, to valkey.CoreClient, multi []valk
 			// retryable command on its own.
 			// A command another call sent too is not repeated there
 			// (see retryer.delay).
-			inner := sent == 1 && !cl.shared && (all || (c.cluster && ks[i].cmd.IsRetryable()))
+			inner := sent == 1 && !cl.shared.Load() && (all || (c.cluster && ks[i].cmd.IsRetryable()))
 			switch classify(err) {
 			case rediscmd.OutcomeRefused:
 				resend = resend && !(inner && c.innerRetries(err))
@@ -205,7 +205,7 @@ func (c *client) DoMultiCache(ctx context.Context, multi ...valkey.CacheableTTL)
 				break
 			}
 		}
-		return c.r.sentOnce(ctx, cl, first, false)
+		return sentOnce(ctx, cl, first, false)
 	})
 	if resps == nil { // the context ended first, or the Throttle rejected every attempt
 		out := make([]valkey.ValkeyResult, len(multi))

@@ -35,7 +35,7 @@ func (c *client) receive(ctx context.Context, to valkey.CoreClient, subscribe va
 	err := c.run(ctx, cl, func(ctx context.Context) error {
 		cl.ctx = ctx
 		last = to.Receive(ctx, subscribe, fn)
-		return c.r.sentOnce(ctx, cl, last, true)
+		return sentOnce(ctx, cl, last, true)
 	})
 	var re *retry.Error
 	if errors.As(err, &re) && re.Attempts == 1 && last != nil {
@@ -50,7 +50,7 @@ func (c *client) receive(ctx context.Context, to valkey.CoreClient, subscribe va
 // again says that the call sends again itself a command valkey-go did not
 // repeat because another call shared it (see delay) and that failed
 // without a reply, and otherwise err marked permanent.
-func (r *retryer) sentOnce(ctx context.Context, cl *call, err error, again bool) error {
+func sentOnce(ctx context.Context, cl *call, err error, again bool) error {
 	if err == nil || valkey.IsValkeyNil(err) {
 		return nil
 	}
@@ -58,7 +58,7 @@ func (r *retryer) sentOnce(ctx context.Context, cl *call, err error, again bool)
 		return err
 	}
 	if o := classify(err); again && (o == rediscmd.OutcomeNotSent || o == rediscmd.OutcomeMaybeApplied) &&
-		!errors.Is(err, valkey.ErrDedicatedClientRecycled) && r.shared(cl) {
+		!errors.Is(err, valkey.ErrDedicatedClientRecycled) && cl.shared.Load() {
 		return err
 	}
 	return retry.Permanent(err)

@@ -3,6 +3,7 @@ package retryvalkey
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrykit/retry"
@@ -20,17 +21,11 @@ import (
 type retryer struct {
 	p retry.Policy
 
+	// The calls by the address of a registered command's first word (see
+	// registry.go): one word per bucket in the bucket, the others in calls.
+	b     [buckets]bucket
 	mu    sync.Mutex
-	calls map[*string]slot // by the address of a registered command's first word; guarded by mu
-}
-
-// slot is the entry of a command's first word: the call that sends it, or
-// nil while several calls send the same (pinned) command at once, which
-// delay then cannot tell apart: it does not let valkey-go repeat such a
-// command, and each of those calls, marked shared, repeats it itself.
-type slot struct {
-	c *call
-	n int // the calls that registered this command
+	calls map[*string]slot // guarded by mu, taken with the word's bucket's
 }
 
 // call is one call of a method that valkey-go's loop may repeat (Do,
@@ -49,8 +44,12 @@ type call struct {
 	stop     error           // the *retry.Error that ended the call in delay; nil while it goes on
 	maybe    bool            // a repeat of a single command lost its reply
 	keys     []*string       // the registered first words
-	over     bool            // the first send returned: delay no longer drives l
-	shared   bool            // another call registered one of its words while it had it (guarded by the retryer's mu)
+
+	// Read by other goroutines (a register of the same word, a delay):
+	// atomic, and never reset by assigning the whole call.
+	shared atomic.Bool  // another call registered one of its words while it had it
+	over   atomic.Bool  // the first send returned (or the call ended): delay no longer drives l
+	asked  atomic.Int32 // the delays in progress that found the call
 }
 
 // begin returns the state of a new call, its Loop at its first attempt,
@@ -59,82 +58,27 @@ type call struct {
 // returns, before k is released.
 func (r *retryer) begin(ctx context.Context, k *kept, pipeline bool) *call {
 	c := &k.call
-	*c = call{l: r.p.Loop(), ctx: ctx, pipeline: pipeline, keys: c.keys[:0]}
+	c.l, c.ctx, c.pipeline = r.p.Loop(), ctx, pipeline
+	if c.shared.Load() {
+		c.shared.Store(false)
+	}
+	if c.over.Load() {
+		c.over.Store(false)
+	}
 	return c
 }
 
-// register makes delay find c from cmd's first word.
-func (r *retryer) register(c *call, cmd *valkey.Completed) {
-	w := cmd.Commands()
-	if len(w) == 0 {
-		return
-	}
-	k := &w[0]
-	r.mu.Lock()
-	if r.calls == nil {
-		r.calls = make(map[*string]slot)
-	}
-	s := r.calls[k]
-	if s.n == 0 {
-		s.c = c
-	} else {
-		if s.c != nil {
-			s.c.shared = true
-		}
-		s.c, c.shared = nil, true
-	}
-	s.n++
-	r.calls[k] = s
-	r.mu.Unlock()
-	c.keys = append(c.keys, k)
-}
-
-// unregister undoes register for every command of c. The call does so as
-// soon as its first send returns: valkey-go then recycles the commands,
-// and another call may register the same words.
-func (r *retryer) unregister(c *call) {
-	if len(c.keys) == 0 {
-		return
-	}
-	r.mu.Lock()
-	for _, k := range c.keys {
-		if s := r.calls[k]; s.n <= 1 {
-			delete(r.calls, k)
-		} else {
-			s.n--
-			r.calls[k] = s
-		}
-	}
-	r.mu.Unlock()
-	clear(c.keys)
+// reset clears c but for its atomic fields (see call; over stays true)
+// and the array of its keys, kept for the next call.
+func (c *call) reset() {
+	c.l, c.ctx, c.pipeline, c.round, c.wait, c.stop, c.maybe = retry.Loop{}, nil, false, 0, 0, nil, false
 	c.keys = c.keys[:0]
-	// A delay that found c just before, for a command valkey-go recycled
-	// and another goroutine sent since, must leave c's Loop alone.
-	c.mu.Lock()
-	c.over = true
-	c.mu.Unlock()
 }
 
 // end unregisters c if it has not done so, and clears it.
 func (r *retryer) end(c *call) {
 	r.unregister(c)
-	*c = call{keys: c.keys}
-}
-
-// lookup returns the call that registered cmd, or nil: for a command no
-// call registered (the client's own COMMAND in NewClient, a ShareStore
-// sync) and for one that several calls registered, whose repeats delay
-// cannot attribute to one Loop. Every method through which valkey-go's
-// loop repeats a command registers it.
-func (r *retryer) lookup(cmd *valkey.Completed) *call {
-	w := cmd.Commands()
-	if len(w) == 0 {
-		return nil
-	}
-	r.mu.Lock()
-	c := r.calls[&w[0]].c
-	r.mu.Unlock()
-	return c
+	c.reset()
 }
 
 // delay is the RetryDelayFn: attempts is the number of attempts valkey-go
@@ -152,10 +96,12 @@ func (r *retryer) delay(attempts int, cmd valkey.Completed, err error) time.Dura
 	if c == nil {
 		return -1 // no call's Loop can judge it: see lookup
 	}
+	c.asked.Add(1) // before c.over is read: see unregister
+	defer c.asked.Add(-1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
-	case c.over:
+	case c.over.Load():
 		return -1
 	case c.stop != nil:
 		return -1
@@ -197,12 +143,4 @@ func (c *call) judged(cmd *valkey.Completed, err error) error {
 	ce := &CommandError{Command: name(cmd), Err: err, known: rediscmd.Known{Outcome: o, Earlier: c.maybe}}
 	c.maybe = c.maybe || o == rediscmd.OutcomeMaybeApplied
 	return ce
-}
-
-// shared reports whether another call registered one of c's words while c
-// had it, so that delay did not let valkey-go repeat it.
-func (r *retryer) shared(c *call) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return c.shared
 }

@@ -34,7 +34,7 @@ func TestDelaySharedCommand(t *testing.T) {
 	defer k2.release()
 	c1 := r.begin(ctx, k1, false)
 	r.register(c1, &cmd)
-	if r.shared(c1) {
+	if c1.shared.Load() {
 		t.Fatal("one call registered the command: shared")
 	}
 	c2 := r.begin(ctx, k2, false)
@@ -42,8 +42,8 @@ func TestDelaySharedCommand(t *testing.T) {
 	if d := r.delay(1, cmd, lost); d >= 0 {
 		t.Fatalf("two calls registered the command: delay %v, want -1", d)
 	}
-	if !r.shared(c1) || !r.shared(c2) {
-		t.Fatalf("two calls registered the command: shared %v and %v, want both", r.shared(c1), r.shared(c2))
+	if !c1.shared.Load() || !c2.shared.Load() {
+		t.Fatalf("two calls registered the command: shared %v and %v, want both", c1.shared.Load(), c2.shared.Load())
 	}
 	if c1.l.Attempts() != 0 || c2.l.Attempts() != 0 {
 		t.Fatalf("attempts %d and %d; want the Loops left alone", c1.l.Attempts(), c2.l.Attempts())
