@@ -16,7 +16,9 @@ import (
 )
 
 // NewClient returns a valkey-go client, built from opt, whose one retry
-// layer follows p, through a retry.Loop per Do, DoCache and DoMulti call:
+// layer follows p, through a retry.Loop per call of Do, DoCache, DoMulti,
+// DoMultiCache and Receive, also on its dedicated clients and the clients
+// of its Nodes (see the package documentation for each):
 //   - valkey-go's own retry loop (for commands it may repeat: read-only
 //     ones and those marked ToRetryable) waits and stops as the call's
 //     Loop says, through opt.RetryDelay;
