@@ -17,7 +17,7 @@ import (
 // drops the subscribed connection (CLIENT KILL), valkey-go's loop
 // subscribes again as the Loop says: once, and the subscription goes on
 // and ends cleanly; every time, until MaxAttempts; or not at all when the
-// Budget refuses.
+// Budget refuses, or the Throttle rejects every repeat (each an attempt).
 func TestReceive(t *testing.T) {
 	noRetries, err := retry.NewBudget(retry.BudgetConfig{Ratio: -1, MinPerSecond: -1})
 	if err != nil {
@@ -27,17 +27,29 @@ func TestReceive(t *testing.T) {
 		name     string
 		kills    int // connections dropped, 0: every one
 		budget   *retry.Budget
-		attempts int
+		throttle bool         // the Throttle rejects every repeat
+		attempts int          // the call's attempts, rejected ones included
+		sent     int          // EventAttempt events
 		reason   retry.Reason // 0: unsubscribed, Receive returns nil
 	}{
-		{name: "recovers", kills: 1, attempts: 2},
-		{name: "attempts", attempts: 3, reason: retry.ReasonAttempts},
-		{name: "budget", kills: 1, budget: noRetries, attempts: 1, reason: retry.ReasonBudget},
+		{name: "recovers", kills: 1, attempts: 2, sent: 2},
+		{name: "attempts", attempts: 3, sent: 3, reason: retry.ReasonAttempts},
+		{name: "budget", kills: 1, budget: noRetries, attempts: 1, sent: 1, reason: retry.ReasonBudget},
+		{name: "throttle", kills: 1, throttle: true, attempts: 3, sent: 1, reason: retry.ReasonAttempts},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.Start(t)
+			th, err := retry.NewThrottle(retry.ThrottleConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			var rec retrytest.Recorder
-			c := newClient(t, srv.Addr(), retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3, Budget: tc.budget, Observer: &rec})
+			c := newClient(t, srv.Addr(), retry.Policy{Initial: time.Millisecond, MaxDelay: 2 * time.Millisecond, MaxAttempts: 3, Budget: tc.budget, Throttle: th,
+				Observer: retry.Observers(retry.ObserverFunc(func(_ context.Context, e retry.Event) {
+					if e.Kind == retry.EventAttempt && tc.throttle {
+						th.Override(retry.ThrottleRejectAll)
+					}
+				}), &rec)})
 			ctx, cancel := context.WithTimeout(retrytest.WithCall(context.Background(), "sub"), 10*time.Second)
 			defer cancel()
 			got := make(chan string, 1)
@@ -83,7 +95,7 @@ func TestReceive(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			err := <-done
+			err = <-done
 			var re *retry.Error
 			switch {
 			case tc.reason == 0 && err != nil:
@@ -95,8 +107,11 @@ func TestReceive(t *testing.T) {
 			}
 			call := rec.Call("sub")
 			end, ok := call.Done()
-			if !ok || call.Attempts() != tc.attempts || call.Count(retry.EventRetry) != tc.attempts-1 || end.Reason != tc.reason {
-				t.Fatalf("events %v; want the subscription's call of %d attempts, %d retries, ending with reason %v", &rec, tc.attempts, tc.attempts-1, tc.reason)
+			if !ok || call.Attempts() != tc.sent || call.Count(retry.EventRetry) != tc.attempts-1 || end.Reason != tc.reason || end.Attempt != tc.attempts {
+				t.Fatalf("events %v; want the subscription's call of %d attempts (%d sent), %d retries, ending with reason %v", &rec, tc.attempts, tc.sent, tc.attempts-1, tc.reason)
+			}
+			if tc.throttle && call.Count(retry.EventThrottled) != 2 {
+				t.Errorf("events %v; want the Throttle to reject the 2 repeats", &rec)
 			}
 		})
 	}
