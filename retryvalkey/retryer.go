@@ -38,7 +38,7 @@ type call struct {
 	mu       sync.Mutex
 	l        retry.Loop
 	ctx      context.Context // the context of the send in progress, for the Loop's events and deadline
-	pipeline bool            // DoMulti: its errors are judged bare, as its own loop does
+	pipeline bool            // DoMulti, DoMultiCache, Receive: its errors are judged bare
 	round    int             // valkey-go's attempt number last judged, 0 for none
 	wait     time.Duration   // the answer given for round
 	stop     error           // the *retry.Error that ended the call in delay; nil while it goes on
@@ -59,6 +59,7 @@ type call struct {
 func (r *retryer) begin(ctx context.Context, k *kept, pipeline bool) *call {
 	c := &k.call
 	c.l, c.ctx, c.pipeline = r.p.Loop(), ctx, pipeline
+	c.round, c.wait, c.stop, c.maybe, c.keys = 0, 0, nil, false, c.keys[:0]
 	if c.shared.Load() {
 		c.shared.Store(false)
 	}
