@@ -14,7 +14,8 @@ import (
 // TestDelaySharedCommand: valkey-go's loop does not repeat a command that
 // two calls registered (delay cannot tell whose repeat it is), the Loops
 // of both are left alone, and both calls know that they must send it again
-// themselves; a command no call registered is not repeated either.
+// themselves; a command no call registered is not repeated either. Once
+// both calls ended, nothing is left of it, in its bucket or in the map.
 func TestDelaySharedCommand(t *testing.T) {
 	srv := redistest.Start(t)
 	b, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
@@ -50,4 +51,7 @@ func TestDelaySharedCommand(t *testing.T) {
 	}
 	r.end(c1)
 	r.end(c2)
+	if b := r.of(&cmd.Commands()[0]); b.k != nil || b.more != 0 || len(r.calls) != 0 {
+		t.Fatalf("both calls ended: the bucket holds %p and %d words in the map (%d); want nothing", b.k, b.more, len(r.calls))
+	}
 }
