@@ -23,9 +23,9 @@ const buckets = 128
 // bucket holds the registrations of the words of one bucket.
 type bucket struct {
 	mu   sync.Mutex
-	k    *string // the bucket's own word, or nil
-	s    slot    // k's entry
-	more int     // the words of this bucket in the retryer's map
+	k    *string  // the bucket's own word, or nil
+	s    slot     // k's entry
+	more int      // the words of this bucket in the retryer's map
 	_    [24]byte // to 64 bytes, a cache line: neighbours' locks do not contend
 }
 
