@@ -15,9 +15,9 @@ import (
 // server reply (a connection lost) as the Loop says. The subscription is
 // one call: its resubscriptions are its attempts, MaxAttempts counts them
 // over its whole life, and MaxElapsed runs from its start. It returns nil
-// when unsubscribed, the context's error when ctx ends, the failure of a
-// subscription that was not repeated, and the Loop's *retry.Error when it
-// gave up after more than one attempt.
+// when unsubscribed; otherwise, after one attempt, its failure as valkey-go
+// gives it (the context's error when ctx ended), and after more, the
+// Loop's *retry.Error, which wraps it (errors.Is matches the context's).
 func (c *client) Receive(ctx context.Context, subscribe valkey.Completed, fn func(valkey.PubSubMessage)) error {
 	return c.receive(ctx, c.Client, subscribe, fn)
 }
