@@ -16,7 +16,9 @@ import (
 )
 
 // NewClient returns a valkey-go client, built from opt, whose one retry
-// layer follows p, through a retry.Loop per Do, DoCache and DoMulti call:
+// layer follows p, through a retry.Loop per call of Do, DoCache, DoMulti,
+// DoMultiCache and Receive, also on its dedicated clients and the clients
+// of its Nodes (see the package documentation for each):
 //   - valkey-go's own retry loop (for commands it may repeat: read-only
 //     ones and those marked ToRetryable) waits and stops as the call's
 //     Loop says, through opt.RetryDelay;
@@ -181,6 +183,12 @@ func (c *client) innerRetries(err error) bool {
 
 // Do sends one command (see NewClient for how it is retried).
 func (c *client) Do(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResult {
+	return c.do(ctx, c.Client, cmd)
+}
+
+// do is Do through to: the client's valkey-go client, or one of its
+// dedicated clients.
+func (c *client) do(ctx context.Context, to valkey.CoreClient, cmd valkey.Completed) valkey.ValkeyResult {
 	safe := c.safe(ctx, &cmd)
 	if safe && !cmd.IsRetryable() {
 		cmd = cmd.ToRetryable()
@@ -191,9 +199,9 @@ func (c *client) Do(ctx context.Context, cmd valkey.Completed) valkey.ValkeyResu
 	defer k.release()
 	return c.send(ctx, k, safe, func(ctx context.Context, resend bool) valkey.ValkeyResult {
 		if !resend {
-			return c.Client.Do(ctx, cmd)
+			return to.Do(ctx, cmd)
 		}
-		return c.Client.Do(ctx, k.build(c.Client.B()))
+		return to.Do(ctx, k.build(to.B()))
 	})
 }
 
@@ -253,7 +261,10 @@ func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx conte
 			}
 		}
 		var e error
-		e, last = c.judge(resp.Error(), k, safe, sent, closedBefore, maybe)
+		// valkey-go's loop decided the repeats of a retryable command's
+		// first send, unless another call sent it too (see retryer.delay).
+		inner := sent == 1 && k.cmd.IsRetryable() && !cl.shared.Load()
+		e, last = c.judge(resp.Error(), k, safe, inner, closedBefore, maybe)
 		if last != nil && !retry.IsPermanent(e) {
 			maybe = maybe || last.known.Outcome == rediscmd.OutcomeMaybeApplied
 		}
@@ -303,15 +314,14 @@ func (c *client) run(ctx context.Context, cl *call, attempt func(context.Context
 }
 
 // judge returns what the Loop is told of a send that ended with err (nil
-// for none or a nil reply), the sent-th of the call, and the send's
-// failure without a reply, if any. The first send of a retryable command
-// went through valkey-go's loop, which asked the call's Loop about every
-// repeat it could make: what it did not repeat is not sent again here.
-func (c *client) judge(err error, k *kept, safe bool, sent int, closedBefore, maybe bool) (error, *CommandError) {
+// for none or a nil reply), and the send's failure without a reply, if
+// any. inner says that the send went through valkey-go's loop, which asked
+// the call's Loop about every repeat it could make: what it did not repeat
+// is not sent again here.
+func (c *client) judge(err error, k *kept, safe, inner, closedBefore, maybe bool) (error, *CommandError) {
 	if err == nil || valkey.IsValkeyNil(err) {
 		return nil, nil
 	}
-	inner := sent == 1 && k.cmd.IsRetryable()
 	switch o := classify(err); o {
 	case rediscmd.OutcomeRefused:
 		if (inner && c.innerRetries(err)) || !k.resendable() {

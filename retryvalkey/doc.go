@@ -9,18 +9,20 @@
 // marked ToRetryable left the counter at 1,292 (see docs/redis.md).
 //
 // [NewClient] keeps valkey-go's loop as the one layer and drives it with a
-// [retry.Policy], through ClientOption.RetryDelay: each Do, DoCache and
-// DoMulti call has one retry.Loop, which decides valkey-go's repeats of
-// its first send and this client's resends alike, as retry.Do decides:
+// [retry.Policy], through ClientOption.RetryDelay: each call of Do,
+// DoCache, DoMulti, DoMultiCache and Receive (also on the dedicated
+// clients of Dedicated and Dedicate, and on the clients of Nodes) has one
+// retry.Loop, which decides valkey-go's repeats of its first send and this
+// client's resends alike, as retry.Do decides:
 //   - the waits, MaxAttempts (counting every send of the call), Retryable,
 //     the Budget and the Throttle are the Loop's; a repeat the Throttle
 //     rejects is not sent and costs its attempt and the next wait, waited
 //     before valkey-go's. A pipeline's round counts once, however many
 //     of its commands valkey-go asks about;
-//   - the wait before retry n is p.Delay(n) (any jitter but
-//     DecorrelatedJitter, since valkey-go does not pass the previous wait);
-//   - p.MaxElapsed is also a deadline on the context of every send (unlike
-//     retry.Do, it bounds the send in flight);
+//   - the waits are the Loop's (any jitter but DecorrelatedJitter, since
+//     valkey-go does not pass the previous wait);
+//   - p.MaxElapsed is also a deadline on the context of every send but
+//     Receive's (unlike retry.Do, it bounds the send in flight);
 //   - p.AttemptTimeout is refused: valkey-go runs every attempt with the
 //     call's context.
 //
@@ -42,13 +44,25 @@
 //
 // A dial or read timeout, which the net package reports as matching
 // context.DeadlineExceeded, is an ordinary failure, not the end of the
-// call's context. DoMultiCache, DoStream, DoMultiStream, Receive and
-// dedicated clients reach valkey-go's own loop only, without a Loop:
-// RetryDelay applies the policy to each repeat alone (its wait, attempt
-// limit, Retryable, Budget and Throttle), and their first attempts and
-// final failures are not counted by the Budget or the Throttle. So is a
-// command built once (Pin) and sent by two calls at the same time, which
-// RetryDelay cannot tell apart. A call's first send goes through valkey-go's loop; after
+// call's context. RetryDelay finds the call from the command (valkey-go
+// gives it no context); it answers "do not repeat" for a command that no
+// call of this client registered, and for a command built once (Pin) and
+// sent by two calls at the same time, which it cannot tell apart: each of
+// those calls (but DoMultiCache's) then sends it again itself, on its own
+// Loop, as it sends a refused command (below). The other methods:
+//   - DoStream and DoMultiStream are sent once: valkey-go never repeats
+//     them, and neither does this client;
+//   - DoMultiCache is repeated, as a whole, by valkey-go's loop only; it
+//     is not sent again by this client;
+//   - Receive is one call however long the subscription lasts: its
+//     resubscriptions after a lost connection are its attempts, and
+//     MaxElapsed runs from its start (it does not cut the subscription,
+//     only the retries after it);
+//   - on a dedicated client valkey-go does not repeat a command whose
+//     connection failed (the connection is not reused): refusals are sent
+//     again by this client, a lost reply ends the call.
+//
+// A call's first send goes through valkey-go's loop; after
 // that, the call sends the command again, rebuilt from its words (valkey-go
 // recycles a command once the server answered it, so the client keeps
 // the words before sending), when:

@@ -43,8 +43,13 @@ func wrap(resp valkey.ValkeyResult, cmdName string, closedBefore, earlier bool) 
 // sent again: it would run after a command meant to run after it. A
 // MULTI ... EXEC block is sent again only by valkey-go's loop.
 func (c *client) DoMulti(ctx context.Context, multi ...valkey.Completed) []valkey.ValkeyResult {
+	return c.doMulti(ctx, c.Client, multi)
+}
+
+// doMulti is DoMulti through to.
+func (c *client) doMulti(ctx context.Context, to valkey.CoreClient, multi []valkey.Completed) []valkey.ValkeyResult {
 	if len(multi) == 0 {
-		return c.Client.DoMulti(ctx, multi...)
+		return to.DoMulti(ctx, multi...)
 	}
 	all, tx := true, false
 	for i := range multi {
@@ -92,14 +97,14 @@ func (c *client) DoMulti(ctx context.Context, multi ...valkey.Completed) []valke
 		ctx, cancel := bounded(ctx, deadline)
 		cl.ctx = ctx
 		if sent == 1 {
-			resps = c.Client.DoMulti(ctx, multi...)
+			resps = to.DoMulti(ctx, multi...)
 			c.r.unregister(cl)
 		} else {
 			again := make([]valkey.Completed, 0, len(ks)-from)
 			for _, k := range ks[from:] {
-				again = append(again, k.build(c.Client.B()))
+				again = append(again, k.build(to.B()))
 			}
-			copy(resps[from:], c.Client.DoMulti(ctx, again...))
+			copy(resps[from:], to.DoMulti(ctx, again...))
 		}
 		if cancel != nil {
 			cancel()
@@ -121,7 +126,9 @@ func (c *client) DoMulti(ctx context.Context, multi ...valkey.Completed) []valke
 			// valkey-go's loop already repeated, as the policy says, a whole
 			// pipeline of retryable commands, and in a cluster each
 			// retryable command on its own.
-			inner := sent == 1 && (all || (c.cluster && ks[i].cmd.IsRetryable()))
+			// A command another call sent too is not repeated there
+			// (see retryer.delay).
+			inner := sent == 1 && !cl.shared.Load() && (all || (c.cluster && ks[i].cmd.IsRetryable()))
 			switch classify(err) {
 			case rediscmd.OutcomeRefused:
 				resend = resend && !(inner && c.innerRetries(err))
@@ -162,4 +169,57 @@ func (c *client) DoMulti(ctx context.Context, multi ...valkey.Completed) []valke
 func txWord(cmd *valkey.Completed) bool {
 	n := name(cmd)
 	return strings.EqualFold(n, "MULTI") || strings.EqualFold(n, "EXEC")
+}
+
+// DoMultiCache sends cacheable (read-only) commands in one pipeline, on a
+// retry.Loop of the policy: valkey-go's loop repeats the pipeline, as a
+// whole, as the Loop says. It is not sent again by this client: a failure
+// valkey-go did not repeat ends the call. A failure without a reply comes
+// back as a *CommandError, as from DoMulti.
+func (c *client) DoMultiCache(ctx context.Context, multi ...valkey.CacheableTTL) []valkey.ValkeyResult {
+	if len(multi) == 0 {
+		return c.Client.DoMultiCache(ctx, multi...)
+	}
+	k := keep((*valkey.Completed)(&multi[0].Cmd))
+	defer k.release()
+	closedBefore := c.closed.Load()
+	deadline := c.deadline()
+	cl := c.r.begin(ctx, k, true)
+	defer c.r.end(cl)
+	for i := range multi {
+		c.r.register(cl, (*valkey.Completed)(&multi[i].Cmd))
+	}
+	var resps []valkey.ValkeyResult
+	err := c.run(ctx, cl, func(ctx context.Context) error {
+		sctx, cancel := bounded(ctx, deadline)
+		cl.ctx = sctx
+		resps = c.Client.DoMultiCache(sctx, multi...)
+		if cancel != nil {
+			cancel()
+		}
+		c.r.unregister(cl)
+		var first error
+		for _, r := range resps {
+			if err := r.Error(); err != nil && !valkey.IsValkeyNil(err) {
+				first = err
+				break
+			}
+		}
+		return sentOnce(ctx, cl, first, false)
+	})
+	if resps == nil { // the context ended first, or the Throttle rejected every attempt
+		out := make([]valkey.ValkeyResult, len(multi))
+		for i := range out {
+			out[i] = valkey.NewErrorResult(err)
+		}
+		return out
+	}
+	for i := range resps {
+		// valkey-go recycled the commands that succeeded (or whose
+		// transaction aborted): only the others' names are read.
+		if e := resps[i].NonValkeyError(); e != nil && e != valkey.ErrDoCacheAborted {
+			resps[i] = wrap(resps[i], name((*valkey.Completed)(&multi[i].Cmd)), closedBefore, false)
+		}
+	}
+	return resps
 }

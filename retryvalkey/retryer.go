@@ -2,12 +2,11 @@ package retryvalkey
 
 import (
 	"context"
-	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrykit/retry"
-	"github.com/retrykit/retry/internal/account"
 	"github.com/retrykit/retry/internal/rediscmd"
 	"github.com/valkey-io/valkey-go"
 )
@@ -22,19 +21,16 @@ import (
 type retryer struct {
 	p retry.Policy
 
+	// The calls by the address of a registered command's first word (see
+	// registry.go): one word per bucket in the bucket, the others in calls.
+	b     [buckets]bucket
 	mu    sync.Mutex
-	calls map[*string]slot // by the address of a registered command's first word; guarded by mu
+	calls map[*string]slot // guarded by mu, taken with the word's bucket's
 }
 
-// slot is the entry of a command's first word: the call that sends it, or
-// nil while several calls send the same (pinned) command at once, which
-// delay then cannot tell apart.
-type slot struct {
-	c *call
-	n int // the calls that registered this command
-}
-
-// call is one Do, DoCache or DoMulti call: its retry.Loop, which the call's
+// call is one call of a method that valkey-go's loop may repeat (Do,
+// DoCache, DoMulti, DoMultiCache, Receive, also on a dedicated client or
+// a node's): its retry.Loop, which the call's
 // own resends and valkey-go's repeats of its first send both drive (under
 // mu: a cluster's pipeline asks from several goroutines), and what those
 // repeats learned.
@@ -42,13 +38,18 @@ type call struct {
 	mu       sync.Mutex
 	l        retry.Loop
 	ctx      context.Context // the context of the send in progress, for the Loop's events and deadline
-	pipeline bool            // DoMulti: its errors are judged bare, as its own loop does
+	pipeline bool            // DoMulti, DoMultiCache, Receive: its errors are judged bare
 	round    int             // valkey-go's attempt number last judged, 0 for none
 	wait     time.Duration   // the answer given for round
 	stop     error           // the *retry.Error that ended the call in delay; nil while it goes on
 	maybe    bool            // a repeat of a single command lost its reply
 	keys     []*string       // the registered first words
-	over     bool            // the first send returned: delay no longer drives l
+
+	// Read by other goroutines (a register of the same word, a delay):
+	// atomic, and never reset by assigning the whole call.
+	shared atomic.Bool  // another call registered one of its words while it had it
+	over   atomic.Bool  // the first send returned (or the call ended): delay no longer drives l
+	asked  atomic.Int32 // the delays in progress that found the call
 }
 
 // begin returns the state of a new call, its Loop at its first attempt,
@@ -57,75 +58,28 @@ type call struct {
 // returns, before k is released.
 func (r *retryer) begin(ctx context.Context, k *kept, pipeline bool) *call {
 	c := &k.call
-	*c = call{l: r.p.Loop(), ctx: ctx, pipeline: pipeline, keys: c.keys[:0]}
+	c.l, c.ctx, c.pipeline = r.p.Loop(), ctx, pipeline
+	c.round, c.wait, c.stop, c.maybe, c.keys = 0, 0, nil, false, c.keys[:0]
+	if c.shared.Load() {
+		c.shared.Store(false)
+	}
+	if c.over.Load() {
+		c.over.Store(false)
+	}
 	return c
 }
 
-// register makes delay find c from cmd's first word.
-func (r *retryer) register(c *call, cmd *valkey.Completed) {
-	w := cmd.Commands()
-	if len(w) == 0 {
-		return
-	}
-	k := &w[0]
-	r.mu.Lock()
-	if r.calls == nil {
-		r.calls = make(map[*string]slot)
-	}
-	s := r.calls[k]
-	if s.n == 0 {
-		s.c = c
-	} else {
-		s.c = nil
-	}
-	s.n++
-	r.calls[k] = s
-	r.mu.Unlock()
-	c.keys = append(c.keys, k)
-}
-
-// unregister undoes register for every command of c. The call does so as
-// soon as its first send returns: valkey-go then recycles the commands,
-// and another call may register the same words.
-func (r *retryer) unregister(c *call) {
-	if len(c.keys) == 0 {
-		return
-	}
-	r.mu.Lock()
-	for _, k := range c.keys {
-		if s := r.calls[k]; s.n <= 1 {
-			delete(r.calls, k)
-		} else {
-			s.n--
-			r.calls[k] = s
-		}
-	}
-	r.mu.Unlock()
-	clear(c.keys)
+// reset clears c but for its atomic fields (see call; over stays true)
+// and the array of its keys, kept for the next call.
+func (c *call) reset() {
+	c.l, c.ctx, c.pipeline, c.round, c.wait, c.stop, c.maybe = retry.Loop{}, nil, false, 0, 0, nil, false
 	c.keys = c.keys[:0]
-	// A delay that found c just before, for a command valkey-go recycled
-	// and another goroutine sent since, must leave c's Loop alone.
-	c.mu.Lock()
-	c.over = true
-	c.mu.Unlock()
 }
 
 // end unregisters c if it has not done so, and clears it.
 func (r *retryer) end(c *call) {
 	r.unregister(c)
-	*c = call{keys: c.keys}
-}
-
-// lookup returns the call that registered cmd, or nil.
-func (r *retryer) lookup(cmd *valkey.Completed) *call {
-	w := cmd.Commands()
-	if len(w) == 0 {
-		return nil
-	}
-	r.mu.Lock()
-	c := r.calls[&w[0]].c
-	r.mu.Unlock()
-	return c
+	c.reset()
 }
 
 // delay is the RetryDelayFn: attempts is the number of attempts valkey-go
@@ -134,17 +88,22 @@ func (r *retryer) lookup(cmd *valkey.Completed) *call {
 // failure (Failed) and begins the next attempt before valkey-go waits, so
 // that a retry the Throttle rejects costs its attempt and the next wait,
 // as in retry.Do; when the Loop gives up, the call ends with its error.
-// It may block, in a wait after a rejection, on valkey-go's goroutine.
+// It may block, in a wait after a rejection, on valkey-go's goroutine. A
+// command that lookup does not attribute to one call is not repeated
+// (-1): a shared command's calls send it again themselves, on their own
+// Loops.
 func (r *retryer) delay(attempts int, cmd valkey.Completed, err error) time.Duration {
 	c := r.lookup(&cmd)
 	if c == nil {
-		return r.unowned(attempts, err)
+		return -1 // no call's Loop can judge it: see lookup
 	}
+	c.asked.Add(1) // before c.over is read: see unregister
+	defer c.asked.Add(-1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
-	case c.over:
-		return r.unowned(attempts, err)
+	case c.over.Load():
+		return -1
 	case c.stop != nil:
 		return -1
 	case attempts == c.round: // a cluster pipeline's other commands of the same round
@@ -185,70 +144,4 @@ func (c *call) judged(cmd *valkey.Completed, err error) error {
 	ce := &CommandError{Command: name(cmd), Err: err, known: rediscmd.Known{Outcome: o, Earlier: c.maybe}}
 	c.maybe = c.maybe || o == rediscmd.OutcomeMaybeApplied
 	return ce
-}
-
-// maxAttempts returns the policy's attempt limit, 0 for none.
-func (r *retryer) maxAttempts() int {
-	if n := r.limit(); n != retry.Unlimited {
-		return n
-	}
-	return 0
-}
-
-// limit returns the policy's attempt limit as retry.Do reports it in
-// Event.MaxAttempts: the default for zero, Unlimited as it is.
-func (r *retryer) limit() int {
-	if r.p.MaxAttempts == 0 {
-		return retry.DefaultMaxAttempts
-	}
-	return r.p.MaxAttempts
-}
-
-// accepted is the default rule of retry.ThrottleConfig.Accepted.
-func accepted(err error) bool {
-	var o interface{ Overloaded() bool }
-	if errors.As(err, &o) && o.Overloaded() {
-		return false
-	}
-	return !errors.Is(err, context.DeadlineExceeded)
-}
-
-// observe tells the policy's Observer e, with MaxAttempts as retry.Do
-// reports it (the default for zero, Unlimited as it is).
-func (r *retryer) observe(e retry.Event) {
-	if r.p.Observer != nil {
-		e.MaxAttempts = r.limit()
-		r.p.Observer.Observe(context.Background(), e)
-	}
-}
-
-// unowned is delay for a command that no call registered (sent with
-// DoMultiCache, DoStream, Receive or a dedicated client, or a pinned
-// command that several calls send at once): with no Loop to drive, it
-// applies the policy to the repeat alone. It returns the wait before the
-// next attempt, or -1 to stop. The failed attempt is counted by the
-// Throttle here only when the loop goes on.
-func (r *retryer) unowned(attempts int, err error) time.Duration {
-	p := &r.p
-	if retry.IsPermanent(err) || (p.Retryable != nil && !p.Retryable(err)) {
-		return -1
-	}
-	if m := r.maxAttempts(); m > 0 && attempts >= m {
-		return -1
-	}
-	d := p.Delay(attempts-1, 0, nil)
-	if p.Budget != nil && !account.AllowRetry(p.Budget) {
-		r.observe(retry.Event{Kind: retry.EventBudgetRefused, Attempt: attempts, Err: err})
-		return -1
-	}
-	if p.Throttle != nil {
-		if !account.Allow(p.Throttle) {
-			r.observe(retry.Event{Kind: retry.EventThrottled, Attempt: attempts + 1, Err: retry.ErrThrottled})
-			return -1
-		}
-		account.Record(p.Throttle, accepted(err))
-	}
-	r.observe(retry.Event{Kind: retry.EventRetry, Attempt: attempts, Err: err, Delay: d})
-	r.observe(retry.Event{Kind: retry.EventAttempt, Attempt: attempts + 1})
-	return d
 }
