@@ -365,7 +365,7 @@ func TestPipelines(t *testing.T) {
 func TestRecoverUnderLoad(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
 		// redistest's own wait for the restarted server, stopped by its cleanup.
-		goleak.IgnoreAnyFunction("github.com/retrykit/retry/internal/redistest.(*Server).start.func1"))
+		goleak.IgnoreAnyFunction("github.com/retrykit/retry/internal/testproc.Start.func1"))
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	p := retry.Policy{Initial: 2 * time.Millisecond, MaxDelay: 50 * time.Millisecond, Jitter: retry.FullJitter(),

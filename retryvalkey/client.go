@@ -34,10 +34,8 @@ import (
 //
 // It refuses, with an error naming the field, an opt with DisableRetry
 // (valkey-go's loop is the one layer) or its own RetryDelay, and a p that
-// is invalid, has an AttemptTimeout (valkey-go's loop runs every attempt
-// with the call's context, so a per-attempt timeout cannot be applied) or
-// DecorrelatedJitter (valkey-go does not tell RetryDelay the previous
-// wait).
+// is invalid or has an AttemptTimeout (valkey-go's loop runs every attempt
+// with the call's context, so a per-attempt timeout cannot be applied).
 //
 // ctx bounds the one COMMAND call that reads the server's command table
 // (at most opt.Dialer.Timeout, 5 s without one); when it fails, a built-in
@@ -45,13 +43,11 @@ import (
 // valkey.NewClient, takes no context.
 func NewClient(ctx context.Context, opt valkey.ClientOption, p retry.Policy) (valkey.Client, error) {
 	if err := p.Validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("retryvalkey: NewClient: %w", err)
 	}
 	switch {
 	case p.AttemptTimeout != 0:
 		return nil, fmt.Errorf("retryvalkey: Policy.AttemptTimeout %v: valkey-go runs every attempt with the call's context; bound attempts with ClientOption.ConnWriteTimeout or the context", p.AttemptTimeout)
-	case p.Jitter == retry.DecorrelatedJitter():
-		return nil, errors.New("retryvalkey: Policy.Jitter DecorrelatedJitter: valkey-go does not pass the previous wait to RetryDelay")
 	case opt.DisableRetry:
 		return nil, errors.New("retryvalkey: ClientOption.DisableRetry is set: valkey-go's retry loop is the one retrykit drives")
 	case opt.RetryDelay != nil:
@@ -148,25 +144,6 @@ func name(cmd *valkey.Completed) string {
 	return ""
 }
 
-// deadline returns when a call starting now must end by p.MaxElapsed, or
-// the zero time when p sets no time budget.
-func (c *client) deadline() time.Time {
-	if c.r.p.MaxElapsed <= 0 {
-		return time.Time{}
-	}
-	return time.Now().Add(c.r.p.MaxElapsed)
-}
-
-// bounded returns ctx bounded by the call's deadline, if any, so that
-// valkey-go's loop starts no wait that would end past it and no send
-// outlasts it.
-func bounded(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
-	if deadline.IsZero() {
-		return ctx, nil
-	}
-	return context.WithDeadline(ctx, deadline)
-}
-
 // innerRetries reports whether valkey-go's own loop repeats a retryable
 // command answered with the refusal err (then RetryDelay decided, and the
 // refusal must not be repeated a second time).
@@ -234,7 +211,6 @@ func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx conte
 		maybe bool // a send lost its reply: the command may have been applied
 	)
 	closedBefore := c.closed.Load()
-	deadline := c.deadline()
 	cl := c.r.begin(ctx, k, false)
 	defer c.r.end(cl)
 	if k.cmd.IsRetryable() {
@@ -243,12 +219,8 @@ func (c *client) send(ctx context.Context, k *kept, safe bool, do func(ctx conte
 	err := c.run(ctx, cl, func(ctx context.Context) error {
 		sent++
 		last = nil
-		ctx, cancel := bounded(ctx, deadline)
 		cl.ctx = ctx
 		resp = do(ctx, sent > 1)
-		if cancel != nil {
-			cancel()
-		}
 		if sent == 1 {
 			c.r.unregister(cl)
 			maybe = cl.maybe // a repeat by valkey-go's loop lost its reply

@@ -161,7 +161,7 @@ func TestWrongTypeNotRetried(t *testing.T) {
 // read succeeds within the policy, and nothing leaks.
 func TestRecoverUnderLoad(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-		goleak.IgnoreAnyFunction("github.com/retrykit/retry/internal/redistest.(*Server).start.func1"))
+		goleak.IgnoreAnyFunction("github.com/retrykit/retry/internal/testproc.Start.func1"))
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	p := retry.Policy{Initial: 2 * time.Millisecond, MaxDelay: 50 * time.Millisecond, Jitter: retry.FullJitter(),
@@ -229,7 +229,6 @@ func TestNewClientRefuses(t *testing.T) {
 		"DisableRetry":       {valkey.ClientOption{InitAddress: []string{srv.Addr()}, DisableRetry: true}, retry.Policy{}},
 		"RetryDelay":         {valkey.ClientOption{InitAddress: []string{srv.Addr()}, RetryDelay: func(int, valkey.Completed, error) time.Duration { return 0 }}, retry.Policy{}},
 		"AttemptTimeout":     {option(srv.Addr()), retry.Policy{AttemptTimeout: time.Second}},
-		"DecorrelatedJitter": {option(srv.Addr()), retry.Policy{Jitter: retry.DecorrelatedJitter()}},
 		"invalid policy":     {option(srv.Addr()), retry.Policy{MaxAttempts: -5}},
 	} {
 		if c, err := retryvalkey.NewClient(context.Background(), tc.opt, tc.p); err == nil {

@@ -19,10 +19,10 @@
 //     rejects is not sent and costs its attempt and the next wait, waited
 //     before valkey-go's. A pipeline's round counts once, however many
 //     of its commands valkey-go asks about;
-//   - the waits are the Loop's (any jitter but DecorrelatedJitter, since
-//     valkey-go does not pass the previous wait);
-//   - p.MaxElapsed is also a deadline on the context of every send but
-//     Receive's (unlike retry.Do, it bounds the send in flight);
+//   - the waits are the Loop's, every jitter included (the Loop knows the
+//     previous wait, which valkey-go does not pass);
+//   - p.MaxElapsed is the Loop's: no wait starts that would end past it,
+//     and a send in flight is not cut, as in retry.Do;
 //   - p.AttemptTimeout is refused: valkey-go runs every attempt with the
 //     call's context.
 //

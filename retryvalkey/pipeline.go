@@ -84,7 +84,6 @@ func (c *client) doMulti(ctx context.Context, to valkey.CoreClient, multi []valk
 		maybe bool // a send of the tail lost a reply: its commands may have been applied
 	)
 	closedBefore := c.closed.Load()
-	deadline := c.deadline()
 	cl := c.r.begin(ctx, ks[0], true)
 	defer c.r.end(cl)
 	for i := range multi {
@@ -94,7 +93,6 @@ func (c *client) doMulti(ctx context.Context, to valkey.CoreClient, multi []valk
 	}
 	err := c.run(ctx, cl, func(ctx context.Context) error {
 		sent++
-		ctx, cancel := bounded(ctx, deadline)
 		cl.ctx = ctx
 		if sent == 1 {
 			resps = to.DoMulti(ctx, multi...)
@@ -105,9 +103,6 @@ func (c *client) doMulti(ctx context.Context, to valkey.CoreClient, multi []valk
 				again = append(again, k.build(to.B()))
 			}
 			copy(resps[from:], to.DoMulti(ctx, again...))
-		}
-		if cancel != nil {
-			cancel()
 		}
 		first := -1 // the first command of this send that failed
 		resend := !tx
@@ -183,7 +178,6 @@ func (c *client) DoMultiCache(ctx context.Context, multi ...valkey.CacheableTTL)
 	k := keep((*valkey.Completed)(&multi[0].Cmd))
 	defer k.release()
 	closedBefore := c.closed.Load()
-	deadline := c.deadline()
 	cl := c.r.begin(ctx, k, true)
 	defer c.r.end(cl)
 	for i := range multi {
@@ -191,12 +185,8 @@ func (c *client) DoMultiCache(ctx context.Context, multi ...valkey.CacheableTTL)
 	}
 	var resps []valkey.ValkeyResult
 	err := c.run(ctx, cl, func(ctx context.Context) error {
-		sctx, cancel := bounded(ctx, deadline)
-		cl.ctx = sctx
-		resps = c.Client.DoMultiCache(sctx, multi...)
-		if cancel != nil {
-			cancel()
-		}
+		cl.ctx = ctx
+		resps = c.Client.DoMultiCache(ctx, multi...)
 		c.r.unregister(cl)
 		var first error
 		for _, r := range resps {

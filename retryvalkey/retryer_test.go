@@ -53,6 +53,32 @@ func TestPolicyDrivesValkeyLoop(t *testing.T) {
 	}
 }
 
+// TestDecorrelatedJitterWaits: every repeat of valkey-go's loop is judged
+// by the call's Loop, which knows the previous wait, so DecorrelatedJitter
+// is accepted and each wait lies in [Initial, min(MaxDelay, 3 × previous)].
+func TestDecorrelatedJitterWaits(t *testing.T) {
+	srv := redistest.Start(t)
+	px := faultproxy.Start(t, srv.Addr(), faultproxy.Config{ResetAfter: 1, Match: only("get")})
+	var rec retrytest.Recorder
+	const initial, maxDelay = time.Millisecond, 20 * time.Millisecond
+	p := retry.Policy{Initial: initial, MaxDelay: maxDelay, Jitter: retry.DecorrelatedJitter(), MaxAttempts: 6, Observer: &rec}
+	c := newClient(t, px.Addr(), p)
+	if err := c.Do(context.Background(), c.B().Get().Key("k").Build()).Error(); !errors.Is(err, retry.ErrMaybeApplied) {
+		t.Fatalf("GET with every reply lost: %v; want retry.ErrMaybeApplied", err)
+	}
+	waits := rec.Waits()
+	if len(waits) != 5 {
+		t.Fatalf("waits %v; want 5 (MaxAttempts 6)", waits)
+	}
+	prev := initial
+	for i, w := range waits {
+		if hi := min(maxDelay, 3*prev); w < initial || w > hi {
+			t.Fatalf("wait %d = %v outside [%v, %v] (waits %v)", i+1, w, initial, hi, waits)
+		}
+		prev = w
+	}
+}
+
 // TestBudgetStopsValkeyLoop: a Budget that grants no retry stops
 // valkey-go's own loop after the first attempt.
 func TestBudgetStopsValkeyLoop(t *testing.T) {
