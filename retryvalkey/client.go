@@ -41,7 +41,7 @@ import (
 // (at most opt.Dialer.Timeout, 5 s without one); when it fails, a built-in
 // table of read-only commands is used. valkey-go's own dial, in
 // valkey.NewClient, takes no context.
-func NewClient(ctx context.Context, opt valkey.ClientOption, p retry.Policy) (valkey.Client, error) {
+func NewClient(ctx context.Context, opt valkey.ClientOption, p retry.Policy, opts ...Option) (valkey.Client, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("retryvalkey: NewClient: %w", err)
 	}
@@ -53,6 +53,12 @@ func NewClient(ctx context.Context, opt valkey.ClientOption, p retry.Policy) (va
 	case opt.RetryDelay != nil:
 		return nil, errors.New("retryvalkey: ClientOption.RetryDelay is already set: NewClient sets it from the policy")
 	}
+	var cfg config
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
 	r := &retryer{p: p}
 	opt.RetryDelay = r.delay
 	c, err := valkey.NewClient(opt)
@@ -60,7 +66,7 @@ func NewClient(ctx context.Context, opt valkey.ClientOption, p retry.Policy) (va
 		return nil, err
 	}
 	return &client{Client: c, r: r, cluster: c.Mode() == valkey.ClientModeCluster,
-		readOnly: commandTable(ctx, c, opt)}, nil
+		readOnly: commandTable(ctx, c, opt), idempotent: cfg.idempotent}, nil
 }
 
 // commandTable reads the server's command table (COMMAND) once, and
@@ -100,10 +106,11 @@ func commandTable(ctx context.Context, c valkey.Client, opt valkey.ClientOption)
 // errors of commands that failed without a reply.
 type client struct {
 	valkey.Client
-	r        *retryer
-	cluster  bool            // valkey-go's cluster loop also repeats TRYAGAIN and CLUSTERDOWN
-	readOnly map[string]bool // the server's command table, read once; nil: the built-in one
-	closed   atomic.Bool     // Close has returned: every later send fails with ErrClosing unsent
+	r          *retryer
+	cluster    bool            // valkey-go's cluster loop also repeats TRYAGAIN and CLUSTERDOWN
+	readOnly   map[string]bool // the server's command table, read once; nil: the built-in one
+	idempotent []string        // WithIdempotent's names
+	closed     atomic.Bool     // Close has returned: every later send fails with ErrClosing unsent
 }
 
 // Close closes the client as valkey-go's Close does (waiting for the calls
@@ -127,14 +134,14 @@ func final(closedBefore bool) rediscmd.Outcome {
 
 // safe reports whether cmd may be repeated after it was written: valkey-go
 // knows it read-only, or the caller marked it so, or it is an idempotent
-// write, or the server's command table (or the built-in one) flags it
+// write (or one WithIdempotent names), or the server's command table (or the built-in one) flags it
 // read-only, which matters for commands built with Arbitrary.
 func (c *client) safe(ctx context.Context, cmd *valkey.Completed) bool {
 	if cmd.IsRetryable() {
 		return true
 	}
 	w := cmd.Commands()
-	return safeMark.Marked(ctx) || idempotent(w) || len(w) > 0 && rediscmd.ReadOnly(c.readOnly, w[0])
+	return safeMark.Marked(ctx) || idempotent(w) || len(w) > 0 && (rediscmd.ReadOnly(c.readOnly, w[0]) || declared(c.idempotent, w[0]))
 }
 
 func name(cmd *valkey.Completed) string {

@@ -24,13 +24,13 @@ func (c *client) Dedicate() (valkey.DedicatedClient, func()) {
 }
 
 // Nodes returns the clients of the nodes, as valkey-go's Nodes does, each
-// wrapped as this client is (the same policy, the same command table), so
+// wrapped as this client is (the same policy, command table and WithIdempotent names), so
 // that a command sent to one node is retried as any other.
 func (c *client) Nodes() map[string]valkey.Client {
 	nodes := c.Client.Nodes()
 	out := make(map[string]valkey.Client, len(nodes))
 	for addr, n := range nodes {
-		out[addr] = &client{Client: n, r: c.r, readOnly: c.readOnly}
+		out[addr] = &client{Client: n, r: c.r, readOnly: c.readOnly, idempotent: c.idempotent}
 	}
 	return out
 }

@@ -38,8 +38,9 @@
 // GET), SETEX, PSETEX, MSET, DEL, UNLINK, HSET, HMSET, HDEL, SADD, SREM,
 // ZADD (not INCR or NX), ZREM, PFADD, LSET, SETRANGE, PERSIST and EXPIRE,
 // PEXPIRE, EXPIREAT, PEXPIREAT (not NX), whose effect is the same after one
-// run or several (see retryredis for the reasoning); and every command sent
-// with a context from [MarkSafe]. DoMulti is repeated as a whole only when
+// run or several (see retryredis for the reasoning); the commands named
+// by [WithIdempotent]; and every command sent with a context from
+// [MarkSafe]. DoMulti is repeated as a whole only when
 // every command in it (MULTI and EXEC aside) is.
 //
 // A dial or read timeout, which the net package reports as matching
