@@ -226,10 +226,10 @@ func TestNewClientRefuses(t *testing.T) {
 		opt valkey.ClientOption
 		p   retry.Policy
 	}{
-		"DisableRetry":       {valkey.ClientOption{InitAddress: []string{srv.Addr()}, DisableRetry: true}, retry.Policy{}},
-		"RetryDelay":         {valkey.ClientOption{InitAddress: []string{srv.Addr()}, RetryDelay: func(int, valkey.Completed, error) time.Duration { return 0 }}, retry.Policy{}},
-		"AttemptTimeout":     {option(srv.Addr()), retry.Policy{AttemptTimeout: time.Second}},
-		"invalid policy":     {option(srv.Addr()), retry.Policy{MaxAttempts: -5}},
+		"DisableRetry":   {valkey.ClientOption{InitAddress: []string{srv.Addr()}, DisableRetry: true}, retry.Policy{}},
+		"RetryDelay":     {valkey.ClientOption{InitAddress: []string{srv.Addr()}, RetryDelay: func(int, valkey.Completed, error) time.Duration { return 0 }}, retry.Policy{}},
+		"AttemptTimeout": {option(srv.Addr()), retry.Policy{AttemptTimeout: time.Second}},
+		"invalid policy": {option(srv.Addr()), retry.Policy{MaxAttempts: -5}},
 	} {
 		if c, err := retryvalkey.NewClient(context.Background(), tc.opt, tc.p); err == nil {
 			c.Close()
