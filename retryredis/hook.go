@@ -16,25 +16,16 @@ import (
 	"github.com/retrykit/retry/internal/rediscmd"
 )
 
-// Option configures AddHook.
-type Option interface{ apply(*config) }
-
-type config struct {
-	idempotent []string
-}
-
-type optionFunc func(*config)
-
-func (f optionFunc) apply(c *config) { f(c) }
+// Option configures AddHook. It is the same type as retryvalkey.Option:
+// the two Redis modules take the same options.
+type Option = rediscmd.Option
 
 // WithIdempotent declares more commands (by name, case-insensitive) safe to
 // repeat on this client, for example a module's commands or scripts called
 // through FCALL that you wrote to be idempotent. Prefer MarkSafe for one
 // call. By default only the commands described in the package
 // documentation are.
-func WithIdempotent(names ...string) Option {
-	return optionFunc(func(c *config) { c.idempotent = append(c.idempotent, names...) })
-}
+func WithIdempotent(names ...string) Option { return rediscmd.WithIdempotent(names...) }
 
 // hooked remembers the clients that already have the hook, so that
 // AddHook cannot stack two retry layers on one client.
@@ -81,14 +72,11 @@ func AddHook(ctx context.Context, c *redis.Client, p retry.Policy, opts ...Optio
 	}
 	runtime.AddCleanup(c, func(k weak.Pointer[redis.Client]) { hooked.Delete(k) }, key)
 
-	var cfg config
-	for _, o := range opts {
-		o.apply(&cfg)
-	}
+	cfg := rediscmd.Collect(opts)
 	h := &hook{policy: p}
-	if len(cfg.idempotent) > 0 {
-		h.table.extra = make(map[string]bool, len(cfg.idempotent))
-		for _, n := range cfg.idempotent {
+	if len(cfg.Idempotent) > 0 {
+		h.table.extra = make(map[string]bool, len(cfg.Idempotent))
+		for _, n := range cfg.Idempotent {
 			h.table.extra[lower(n)] = true
 		}
 	}

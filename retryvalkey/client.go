@@ -53,12 +53,7 @@ func NewClient(ctx context.Context, opt valkey.ClientOption, p retry.Policy, opt
 	case opt.RetryDelay != nil:
 		return nil, errors.New("retryvalkey: ClientOption.RetryDelay is already set: NewClient sets it from the policy")
 	}
-	var cfg config
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&cfg)
-		}
-	}
+	cfg := rediscmd.Collect(opts)
 	r := &retryer{p: p}
 	opt.RetryDelay = r.delay
 	c, err := valkey.NewClient(opt)
@@ -66,7 +61,7 @@ func NewClient(ctx context.Context, opt valkey.ClientOption, p retry.Policy, opt
 		return nil, err
 	}
 	return &client{Client: c, r: r, cluster: c.Mode() == valkey.ClientModeCluster,
-		readOnly: commandTable(ctx, c, opt), idempotent: cfg.idempotent}, nil
+		readOnly: commandTable(ctx, c, opt), idempotent: cfg}, nil
 }
 
 // commandTable reads the server's command table (COMMAND) once, and
@@ -109,7 +104,7 @@ type client struct {
 	r          *retryer
 	cluster    bool            // valkey-go's cluster loop also repeats TRYAGAIN and CLUSTERDOWN
 	readOnly   map[string]bool // the server's command table, read once; nil: the built-in one
-	idempotent []string        // WithIdempotent's names
+	idempotent rediscmd.Config // WithIdempotent's names
 	closed     atomic.Bool     // Close has returned: every later send fails with ErrClosing unsent
 }
 
@@ -141,7 +136,7 @@ func (c *client) safe(ctx context.Context, cmd *valkey.Completed) bool {
 		return true
 	}
 	w := cmd.Commands()
-	return safeMark.Marked(ctx) || idempotent(w) || len(w) > 0 && (rediscmd.ReadOnly(c.readOnly, w[0]) || declared(c.idempotent, w[0]))
+	return safeMark.Marked(ctx) || idempotent(w) || len(w) > 0 && (rediscmd.ReadOnly(c.readOnly, w[0]) || c.idempotent.Declared(w[0]))
 }
 
 func name(cmd *valkey.Completed) string {
