@@ -83,7 +83,16 @@ func TestWrapperSuccessAllocatesNothing(t *testing.T) {
 		"SET":  real.B().Set().Key("k").Value("v").Build().Pin(),
 		"INCR": real.B().Incr().Key("k").Build().Pin(),
 	} {
-		if n := testing.AllocsPerRun(200, func() { c.Do(ctx, cmd) }); n != 0 {
+		// The least of three measures: under -race, sync.Pool drops a
+		// quarter of what it is given back, on purpose, and a garbage
+		// collection empties it, so one measure of a loaded machine may
+		// count the pool's refills; an allocation of the command's own
+		// shows in all three.
+		n := testing.AllocsPerRun(200, func() { c.Do(ctx, cmd) })
+		for range 2 {
+			n = min(n, testing.AllocsPerRun(200, func() { c.Do(ctx, cmd) }))
+		}
+		if n != 0 {
 			t.Errorf("%s: %v allocations per successful command, want 0", name, n)
 		}
 	}
