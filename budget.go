@@ -101,10 +101,10 @@ func NewBudget(c BudgetConfig) (*Budget, error) {
 		win = defaults.BudgetWindow
 	}
 	reserve := max(floor, 0) * win.Seconds()
-	// Config reports reserve over the window the slots make (win rounded
+	// config reports reserve over the window the slots make (win rounded
 	// down to a multiple of windowSlots), which may be a little shorter.
 	if math.IsInf(reserve, 0) || math.IsInf(reserve/(win/windowSlots*windowSlots).Seconds(), 0) {
-		// Config would report an infinite MinPerSecond, which NewBudget
+		// config would report an infinite MinPerSecond, which NewBudget
 		// refuses, and a sync engine an infinite reserve to lease from.
 		return nil, errors.New("retry: BudgetConfig.MinPerSecond × Window must be a finite number")
 	}

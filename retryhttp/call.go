@@ -162,6 +162,7 @@ func (c *call) attempt() (resp *http.Response, err error) {
 		return nil, err // retry.ErrThrottled: not sent
 	}
 	if held != nil {
+		c.l.Unseen() // not sent: nothing for the Throttle to count
 		return nil, c.held(held)
 	}
 	if c.t.Policy.AttemptTimeout <= 0 {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/retrykit/retry"
+	"github.com/retrykit/retry/internal/fleetseam"
 	"github.com/retrykit/retry/retryhttp"
 )
 
@@ -323,6 +324,30 @@ func TestPacerHedged(t *testing.T) {
 		}
 		if time.Since(start) != 3*time.Second || srv.bad != 0 {
 			t.Fatalf("held %v, %d refused; want 3s, 0", time.Since(start), srv.bad)
+		}
+	})
+}
+
+// TestPacerHeldNotSentNotCounted: a request the Pacer does not send (its
+// hold would end past Policy.MaxElapsed) is an attempt the Throttle does
+// not count: it was neither accepted nor refused by the server.
+func TestPacerHeldNotSentNotCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(time.Until(hintNow))
+		var th retry.Throttle
+		srv := &quotaRT{q: 1, w: time.Minute}
+		tr := &retryhttp.Transport{Base: srv, Pace: &retryhttp.Pacer{}, Policy: retry.Policy{MaxElapsed: time.Second, Throttle: &th}}
+		if _, err := get(t, tr, context.Background(), "http://127.0.0.1/x", ""); err != nil { // r=0
+			t.Fatal(err)
+		}
+		counts := fleetseam.ThrottleOf[*retry.Throttle]().LocalCounts
+		r0, a0 := counts(&th)
+		_, err := get(t, tr, context.Background(), "http://127.0.0.1/x", "")
+		if !errors.Is(err, retry.ErrNotSent) || srv.ok+srv.bad != 1 {
+			t.Fatalf("%v after %d requests; want not sent, 1 request", err, srv.ok+srv.bad)
+		}
+		if r, a := counts(&th); r != r0 || a != a0 {
+			t.Fatalf("Throttle counted %d requests, %d accepts; want %d, %d (the held request was not sent)", r, a, r0, a0)
 		}
 	})
 }

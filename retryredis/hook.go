@@ -17,7 +17,7 @@ import (
 )
 
 // Option configures AddHook. It is the same type as retryvalkey.Option:
-// the two Redis modules take the same options.
+// the two Redis modules take the same options. A nil Option is ignored.
 type Option = rediscmd.Option
 
 // WithIdempotent declares more commands (by name, case-insensitive) safe to

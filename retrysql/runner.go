@@ -60,8 +60,8 @@ type Runner struct {
 	sqlOpt sql.TxOptions
 }
 
-// New returns a Runner that retries with p. It returns the error of
-// p.Validate for an invalid p (naming the field), and an error for an
+// New returns a Runner that retries with p. It returns an error wrapping
+// that of p.Validate for an invalid p (naming the field), and an error for an
 // isolation level PostgreSQL does not have. Every Policy field is honoured
 // as [retry.Do] honours it; an AttemptTimeout bounds one run of a
 // transaction, its COMMIT included (a COMMIT it cuts short is

@@ -41,7 +41,9 @@ type PgxExecer interface {
 // rolled it back with 40001 or 40P01; or, when ctx carries [MarkSafe],
 // also when its reply was lost. Otherwise a lost reply ends the call with
 // an error matching [retry.ErrMaybeApplied], and an error reply ends it
-// at once. The runner's transaction options do not apply.
+// at once unless the Policy's Retryable, when set, retries it (only while
+// no attempt may have been applied). The runner's transaction options do
+// not apply.
 func (r *Runner) PgxExec(ctx context.Context, db PgxExecer, sql string, args ...any) (pgconn.CommandTag, error) {
 	safe := markedSafe(ctx)
 	var (

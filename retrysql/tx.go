@@ -30,7 +30,8 @@ type SQLBeginner interface {
 // sent or the connection was lost, it rolls back and runs the whole of fn
 // again in a new transaction, after the Policy's wait, until a stop rule
 // ends the call. Any other error of fn or of the server ends the call at
-// once, after a rollback. A COMMIT whose reply was lost ends the call with
+// once, after a rollback, unless the Policy's Retryable, when set, says to
+// run fn again (nothing was committed). A COMMIT whose reply was lost ends the call with
 // an error matching [retry.ErrMaybeApplied] and is never re-run (unless
 // the runner is read-only).
 //

@@ -2,6 +2,7 @@ package retryvalkey
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 
 	"github.com/valkey-io/valkey-go"
@@ -54,7 +55,7 @@ func BenchmarkWrapperOverhead(b *testing.B) {
 			}
 		})
 		b.Run("cmd="+kind+"/impl=wrapper", func(b *testing.B) {
-			c := &client{Client: inner, r: &retryer{p: retry.Policy{}}}
+			c := &client{Client: inner, r: &retryer{p: retry.Policy{}}, closed: new(atomic.Bool)}
 			b.ReportAllocs()
 			for b.Loop() {
 				if err := c.Do(ctx, cmd).Error(); err != nil {
@@ -77,7 +78,7 @@ func TestWrapperSuccessAllocatesNothing(t *testing.T) {
 	defer real.Close()
 	ctx := context.Background()
 	inner := &instant{Client: real, ok: valkey.NewResult(valkey.ValkeyMessage{}, nil)}
-	c := &client{Client: inner, r: &retryer{p: retry.Policy{}}}
+	c := &client{Client: inner, r: &retryer{p: retry.Policy{}}, closed: new(atomic.Bool)}
 	for name, cmd := range map[string]valkey.Completed{
 		"GET":  real.B().Get().Key("k").Build().Pin(),
 		"SET":  real.B().Set().Key("k").Value("v").Build().Pin(),

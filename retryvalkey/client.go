@@ -22,7 +22,8 @@ import (
 //   - valkey-go's own retry loop (for commands it may repeat: read-only
 //     ones and those marked ToRetryable) waits and stops as the call's
 //     Loop says, through opt.RetryDelay;
-//   - the idempotent writes listed in the package documentation, and every
+//   - the idempotent writes listed in the package documentation, the
+//     commands named by WithIdempotent (opts; none by default), and every
 //     command sent with a context from MarkSafe, are marked ToRetryable so
 //     that valkey-go's loop may repeat them too;
 //   - the same Loop sends a command again, rebuilt from its words, when
@@ -47,11 +48,11 @@ func NewClient(ctx context.Context, opt valkey.ClientOption, p retry.Policy, opt
 	}
 	switch {
 	case p.AttemptTimeout != 0:
-		return nil, fmt.Errorf("retryvalkey: Policy.AttemptTimeout %v: valkey-go runs every attempt with the call's context; bound attempts with ClientOption.ConnWriteTimeout or the context", p.AttemptTimeout)
+		return nil, fmt.Errorf("retryvalkey: NewClient: Policy.AttemptTimeout %v: valkey-go runs every attempt with the call's context; bound attempts with ClientOption.ConnWriteTimeout or the context", p.AttemptTimeout)
 	case opt.DisableRetry:
-		return nil, errors.New("retryvalkey: ClientOption.DisableRetry is set: valkey-go's retry loop is the one retrykit drives")
+		return nil, errors.New("retryvalkey: NewClient: ClientOption.DisableRetry is set: valkey-go's retry loop is the one retrykit drives")
 	case opt.RetryDelay != nil:
-		return nil, errors.New("retryvalkey: ClientOption.RetryDelay is already set: NewClient sets it from the policy")
+		return nil, errors.New("retryvalkey: NewClient: ClientOption.RetryDelay is already set: NewClient sets it from the policy")
 	}
 	cfg := rediscmd.Collect(opts)
 	r := &retryer{p: p}
@@ -61,7 +62,7 @@ func NewClient(ctx context.Context, opt valkey.ClientOption, p retry.Policy, opt
 		return nil, err
 	}
 	return &client{Client: c, r: r, cluster: c.Mode() == valkey.ClientModeCluster,
-		readOnly: commandTable(ctx, c, opt), idempotent: cfg}, nil
+		readOnly: commandTable(ctx, c, opt), idempotent: cfg, closed: new(atomic.Bool)}, nil
 }
 
 // commandTable reads the server's command table (COMMAND) once, and
@@ -105,7 +106,7 @@ type client struct {
 	cluster    bool            // valkey-go's cluster loop also repeats TRYAGAIN and CLUSTERDOWN
 	readOnly   map[string]bool // the server's command table, read once; nil: the built-in one
 	idempotent rediscmd.Config // WithIdempotent's names
-	closed     atomic.Bool     // Close has returned: every later send fails with ErrClosing unsent
+	closed     *atomic.Bool    // Close has returned: every later send fails with ErrClosing unsent; shared with Nodes' clients
 }
 
 // Close closes the client as valkey-go's Close does (waiting for the calls

@@ -134,3 +134,25 @@ func TestClosedInFlight(t *testing.T) {
 		}
 	}
 }
+
+// TestNodesAfterClose: the clients Nodes returns share their client's
+// closed flag, so a command sent through one after the client's Close
+// fails not sent, as through the client itself.
+func TestNodesAfterClose(t *testing.T) {
+	srv := redistest.Start(t)
+	c, err := retryvalkey.NewClient(context.Background(), option(srv.Addr()), testPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := c.Nodes()
+	c.Close()
+	if len(nodes) == 0 {
+		t.Fatal("no node clients")
+	}
+	for addr, n := range nodes {
+		err := n.Do(context.Background(), n.B().Get().Key("k").Build()).Error()
+		if !errors.Is(err, retry.ErrNotSent) || errors.Is(err, retry.ErrMaybeApplied) {
+			t.Fatalf("GET through node %s after Close: %v; want retry.ErrNotSent", addr, err)
+		}
+	}
+}

@@ -30,7 +30,7 @@ func (c *client) Nodes() map[string]valkey.Client {
 	nodes := c.Client.Nodes()
 	out := make(map[string]valkey.Client, len(nodes))
 	for addr, n := range nodes {
-		out[addr] = &client{Client: n, r: c.r, readOnly: c.readOnly, idempotent: c.idempotent}
+		out[addr] = &client{Client: n, r: c.r, readOnly: c.readOnly, idempotent: c.idempotent, closed: c.closed}
 	}
 	return out
 }

@@ -106,10 +106,11 @@
 // "not sent" only for a call made after Close returned: valkey-go also
 // answers it to commands already written when the client closes. Once a
 // send of this client's loop lost its reply, a later unsent send does not
-// make the call's error match retry.ErrNotSent; the repeats valkey-go's loop
-// made of the first send are not seen, so after a first send of a
-// retryable command that ended unsent, an earlier repeat may have been
-// applied (the command was safe to repeat).
+// make the call's error match retry.ErrNotSent, nor does it after a repeat
+// by valkey-go's loop that lost its reply (the call's Loop judges those
+// repeats). The repeats valkey-go's loop made of a DoMulti pipeline's first
+// send are judged bare, so after such a send that ended unsent an earlier
+// repeat may have been applied (its commands were safe to repeat).
 //
 // A script (EVAL, EVALSHA, FCALL) that writes and then returns an error
 // reply beginning with a refusal code (LOADING, BUSY, READONLY, ...) is

@@ -17,7 +17,7 @@ func ExampleNewClient() {
 	p := retry.Policy{Initial: 50 * time.Millisecond, MaxDelay: 2 * time.Second, MaxAttempts: 5}
 	_, err := retryvalkey.NewClient(context.Background(), valkey.ClientOption{InitAddress: []string{"127.0.0.1:6379"}, DisableRetry: true}, p)
 	fmt.Println(err)
-	// Output: retryvalkey: ClientOption.DisableRetry is set: valkey-go's retry loop is the one retrykit drives
+	// Output: retryvalkey: NewClient: ClientOption.DisableRetry is set: valkey-go's retry loop is the one retrykit drives
 }
 
 // MarkSafe lets one call repeat a command that is not idempotent in

@@ -3,7 +3,7 @@ package retryvalkey
 import "github.com/retrykit/retry/internal/rediscmd"
 
 // Option configures NewClient. It is the same type as retryredis.Option:
-// the two Redis modules take the same options.
+// the two Redis modules take the same options. A nil Option is ignored.
 type Option = rediscmd.Option
 
 // WithIdempotent declares more commands (by name, case-insensitive) safe to

@@ -104,6 +104,10 @@ func (r *retryer) delay(attempts int, cmd valkey.Completed, err error) time.Dura
 	switch {
 	case c.over.Load():
 		return -1
+	case r.lookup(&cmd) != c:
+		// c ended and its pooled state went to another call between the
+		// lookup above and asked: that call's Loop is not this repeat's.
+		return -1
 	case c.stop != nil:
 		return -1
 	case attempts == c.round: // a cluster pipeline's other commands of the same round
