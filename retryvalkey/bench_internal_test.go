@@ -8,7 +8,6 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/retrykit/retry"
-	"github.com/retrykit/retry/internal/redistest"
 )
 
 // instant is a valkey.Client whose Do succeeds at once, without the
@@ -27,12 +26,7 @@ func (c *instant) Do(ctx context.Context, cmd valkey.Completed) valkey.ValkeyRes
 //	cd retryvalkey && RETRYKIT_REQUIRE_REDIS=1 go test -run '^$' -bench WrapperOverhead -benchmem -count 8 > /tmp/wo.txt
 //	cd ../bench && go tool benchstat -col /impl /tmp/wo.txt
 func BenchmarkWrapperOverhead(b *testing.B) {
-	srv := redistest.Start(b)
-	real, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer real.Close()
+	real := bareClient(b)
 	ctx := context.Background()
 	inner := &instant{Client: real, ok: valkey.NewResult(valkey.ValkeyMessage{}, nil)}
 	for _, kind := range []string{"get", "set", "incr"} {
@@ -70,12 +64,7 @@ func BenchmarkWrapperOverhead(b *testing.B) {
 // path of an idempotent write (SET) and of any other write (INCR, which
 // goes through retry.Do) stays free of garbage.
 func TestWrapperSuccessAllocatesNothing(t *testing.T) {
-	srv := redistest.Start(t)
-	real, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer real.Close()
+	real := bareClient(t)
 	ctx := context.Background()
 	inner := &instant{Client: real, ok: valkey.NewResult(valkey.ValkeyMessage{}, nil)}
 	c := &client{Client: inner, r: &retryer{p: retry.Policy{}}, closed: new(atomic.Bool)}

@@ -8,7 +8,6 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/retrykit/retry"
-	"github.com/retrykit/retry/internal/redistest"
 )
 
 // TestWrapAfterLostReply: in a pipeline's tail sent again after a send
@@ -16,12 +15,7 @@ import (
 // retry.ErrMaybeApplied, but a nil reply (GET of a missing key) is an answer
 // and comes back as valkey-go gives it. The replies are a real server's.
 func TestWrapAfterLostReply(t *testing.T) {
-	srv := redistest.Start(t)
-	c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := bareClient(t)
 	ctx := context.Background()
 	if err := c.Do(ctx, c.B().Set().Key("s").Value("string").Build()).Error(); err != nil {
 		t.Fatal(err)
@@ -34,7 +28,7 @@ func TestWrapAfterLostReply(t *testing.T) {
 		t.Errorf("nil reply after a lost reply: %v (%T), want valkey.Nil", err, err)
 	}
 	wrongType := c.Do(ctx, c.B().Hget().Key("s").Field("f").Build())
-	err = wrap(wrongType, "HGET", false, true).Error()
+	err := wrap(wrongType, "HGET", false, true).Error()
 	var ve *valkey.ValkeyError
 	if !errors.Is(err, retry.ErrMaybeApplied) || !errors.As(err, &ve) {
 		t.Errorf("error reply after a lost reply: %v (%T), want a *CommandError matching retry.ErrMaybeApplied around the reply", err, err)

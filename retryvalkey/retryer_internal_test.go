@@ -14,12 +14,7 @@ import (
 // the same time (a pinned command) is found by neither call's delay, which
 // cannot tell them apart, and is forgotten once both have returned.
 func TestRegisterSharedCommand(t *testing.T) {
-	srv := redistest.Start(t)
-	b, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := bareClient(t)
 	cmd := b.B().Get().Key("k").Build().Pin()
 	r := &retryer{p: retry.Policy{}}
 	ctx := context.Background()
@@ -44,4 +39,18 @@ func TestRegisterSharedCommand(t *testing.T) {
 	if len(r.calls) != 0 {
 		t.Fatalf("both calls ended: %d commands still registered", len(r.calls))
 	}
+}
+
+// bareClient starts a redis-server and returns a valkey-go client of it,
+// without retrykit's layer or a client-side cache, closed (before the
+// server stops) when tb ends.
+func bareClient(tb testing.TB) valkey.Client {
+	tb.Helper()
+	srv := redistest.Start(tb)
+	c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Close)
+	return c
 }

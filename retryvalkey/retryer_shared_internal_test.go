@@ -5,10 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/valkey-io/valkey-go"
-
 	"github.com/retrykit/retry"
-	"github.com/retrykit/retry/internal/redistest"
 )
 
 // TestDelaySharedCommand: valkey-go's loop does not repeat a command that
@@ -17,12 +14,7 @@ import (
 // themselves; a command no call registered is not repeated either. Once
 // both calls ended, nothing is left of it, in its bucket or in the map.
 func TestDelaySharedCommand(t *testing.T) {
-	srv := redistest.Start(t)
-	b, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := bareClient(t)
 	cmd := b.B().Get().Key("k").Build().Pin()
 	r := &retryer{p: retry.Policy{}}
 	ctx := context.Background()
